@@ -1,0 +1,66 @@
+"""The FastAPI app factory: routes, the error handlers that keep every failure OpenAI-shaped, and a
+lifespan that owns the runtime (HTTP pool, database engine, ledger writer)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from gateway.config import Config
+from gateway.database import resolve_database_url
+from gateway.errors import error_body
+from gateway.request_id import RequestIdMiddleware
+from gateway.routes import chat, meta
+from gateway.runtime import Runtime
+
+log = logging.getLogger("tollgate")
+
+
+def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> FastAPI:
+    database_url = resolve_database_url(config.database.url, os.environ if environ is None else environ)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = Runtime.start(config, database_url=database_url)
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = FastAPI(title="Tollgate", version="0.1.0", lifespan=lifespan)
+    app.router.add_route("/v1/chat/completions", chat.chat_completions, methods=["POST"])
+    app.include_router(meta.router)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _internal_error)
+    app.add_middleware(RequestIdMiddleware)
+    return app
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    body = error_body(str(exc.detail), type="invalid_request_error", code=code)
+    return Response(body, status_code=exc.status_code, media_type="application/json", headers=exc.headers)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    param = ".".join(str(p) for p in first["loc"][1:]) or None
+    body = error_body(str(first["msg"]), type="invalid_request_error", code="invalid_request", param=param)
+    return Response(body, status_code=400, media_type="application/json")
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    body = error_body("internal error in the gateway", type="gateway_error", code="internal_error")
+    return Response(body, status_code=500, media_type="application/json")

@@ -1,0 +1,165 @@
+"""Parse and check a `/v1/chat/completions` body before anything is spent on it.
+
+Hand-written rather than a pydantic model: a 200 KB prompt must not be copied into objects just to
+learn that its shape is right. Errors name the offending parameter the way OpenAI does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.errors import InvalidRequest
+from providers.types import ChatRequest
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+_NUMBER_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+}
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "n": (1, 128),
+    "max_tokens": (1, 2**31 - 1),
+    "max_completion_tokens": (1, 2**31 - 1),
+    "top_logprobs": (0, 20),
+    "seed": (-(2**63), 2**63 - 1),
+}
+_BOOLS = ("stream", "logprobs", "parallel_tool_calls", "store")
+_OBJECTS = ("response_format", "metadata", "logit_bias")
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+    model = body.get("model")
+    if model is None:
+        raise InvalidRequest(
+            "you must provide a model parameter", param="model", code="missing_required_parameter"
+        )
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string", param="model", code="invalid_type")
+    _check_messages(body.get("messages"))
+    _check_scalars(body)
+    stream = body.get("stream") is True
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise InvalidRequest(
+                "'stream_options' must be an object", param="stream_options", code="invalid_type"
+            )
+        if not stream:
+            raise InvalidRequest(
+                "'stream_options' is only allowed when 'stream' is true", param="stream_options"
+            )
+        if "include_usage" in options and not isinstance(options["include_usage"], bool):
+            raise InvalidRequest(
+                "'stream_options.include_usage' must be a boolean",
+                param="stream_options.include_usage",
+                code="invalid_type",
+            )
+    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+    return ChatRequest(body=body, raw=raw, model=model, stream=stream, include_usage=include_usage)
+
+
+def _check_messages(messages: Any) -> None:
+    if messages is None:
+        raise InvalidRequest(
+            "you must provide a messages parameter",
+            param="messages",
+            code="missing_required_parameter",
+        )
+    if not isinstance(messages, list):
+        raise InvalidRequest("'messages' must be an array", param="messages", code="invalid_type")
+    if not messages:
+        raise InvalidRequest("'messages' must contain at least one message", param="messages")
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise InvalidRequest(f"'{where}' must be an object", param=where, code="invalid_type")
+        role = message.get("role")
+        if role not in ROLES:
+            raise InvalidRequest(
+                f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}",
+                param=f"{where}.role",
+                code="invalid_value",
+            )
+        content = message.get("content")
+        if content is None:
+            if role != "assistant" and role != "function":
+                raise InvalidRequest(
+                    f"'{where}.content' is required for role '{role}'",
+                    param=f"{where}.content",
+                    code="missing_required_parameter",
+                )
+        elif isinstance(content, list):
+            for j, part in enumerate(content):
+                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                    raise InvalidRequest(
+                        f"'{where}.content[{j}]' must be an object with a 'type'",
+                        param=f"{where}.content[{j}]",
+                        code="invalid_type",
+                    )
+        elif not isinstance(content, str):
+            raise InvalidRequest(
+                f"'{where}.content' must be a string or an array of content parts",
+                param=f"{where}.content",
+                code="invalid_type",
+            )
+
+
+def _check_scalars(body: dict[str, Any]) -> None:
+    for name, (low, high) in _NUMBER_RANGES.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidRequest(f"'{name}' must be a number", param=name, code="invalid_type")
+        if not low <= value <= high:
+            raise InvalidRequest(
+                f"'{name}' must be between {low:g} and {high:g}; got {value}",
+                param=name,
+                code="invalid_value",
+            )
+    for name, (ilow, ihigh) in _INT_RANGES.items():
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidRequest(f"'{name}' must be an integer", param=name, code="invalid_type")
+        if not ilow <= value <= ihigh:
+            raise InvalidRequest(
+                f"'{name}' must be between {ilow} and {ihigh}; got {value}",
+                param=name,
+                code="invalid_value",
+            )
+    for name in _BOOLS:
+        value = body.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise InvalidRequest(f"'{name}' must be a boolean", param=name, code="invalid_type")
+    for name in _OBJECTS:
+        value = body.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise InvalidRequest(f"'{name}' must be an object", param=name, code="invalid_type")
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str):
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 4:
+            raise InvalidRequest(
+                "'stop' must be a string or an array of up to 4 strings",
+                param="stop",
+                code="invalid_type",
+            )
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise InvalidRequest("'tools' must be an array of objects", param="tools", code="invalid_type")
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidRequest("'user' must be a string", param="user", code="invalid_type")

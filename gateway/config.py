@@ -1,0 +1,102 @@
+"""Typed configuration: providers, models with their deployments, aliases, server, database, ledger.
+
+Strict (unknown fields rejected), frozen, loaded once and passed in explicitly. Secrets are held as
+`SecretStr`; the YAML names them by environment variable (`${NAME}`), see `gateway.config_loader`.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from pricing.cost import Price
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PriceConfig(Strict):
+    """USD per million tokens, written as decimals in the YAML (never floats internally)."""
+
+    input_per_mtok: Decimal = Field(ge=0)
+    output_per_mtok: Decimal = Field(ge=0)
+    cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)
+
+    def to_price(self) -> Price:
+        return Price.per_mtok(
+            input=self.input_per_mtok,
+            output=self.output_per_mtok,
+            cached_input=self.cached_input_per_mtok,
+            cache_write=self.cache_write_per_mtok,
+        )
+
+
+class OpenAICompatibleProvider(Strict):
+    """Any upstream speaking OpenAI's API: OpenAI itself, vLLM, Together, Groq, Ollama, …"""
+
+    type: Literal["openai", "vllm", "openai_compatible"]
+    base_url: str = Field(pattern=r"^https?://")
+    api_key: SecretStr | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=600.0, gt=0)
+
+
+ProviderConfig = Annotated[OpenAICompatibleProvider, Field(discriminator="type")]
+
+
+class DeploymentConfig(Strict):
+    """One place a model is served: a provider and the model id that provider knows."""
+
+    provider: str
+    model: str
+    price: PriceConfig | None = None
+
+
+class ModelConfig(Strict):
+    """A public model name clients ask for. Either `deployments`, or the `provider` shorthand."""
+
+    tier: str = "managed"
+    context_window: int = Field(default=128_000, gt=0)
+    price: PriceConfig | None = None
+    deployments: tuple[DeploymentConfig, ...] = ()
+    provider: str | None = None
+    upstream_model: str | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_say_where(self) -> ModelConfig:
+        if self.provider is not None and self.deployments:
+            raise ValueError("give either 'provider' or 'deployments', not both")
+        if self.provider is None and not self.deployments:
+            raise ValueError("needs 'provider' (with optional 'upstream_model') or 'deployments'")
+        if self.upstream_model is not None and self.provider is None:
+            raise ValueError("'upstream_model' goes with 'provider'")
+        return self
+
+
+class ServerConfig(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+
+
+class DatabaseConfig(Strict):
+    url: str = "sqlite+aiosqlite:///./tollgate.db"
+    auto_migrate: bool = True
+
+
+class LedgerConfig(Strict):
+    batch_size: int = Field(default=500, gt=0)
+    flush_interval_ms: int = Field(default=50, gt=0)
+
+
+class Config(Strict):
+    server: ServerConfig = ServerConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    ledger: LedgerConfig = LedgerConfig()
+    providers: dict[str, ProviderConfig]
+    models: dict[str, ModelConfig]
+    aliases: dict[str, str] = Field(default_factory=dict)

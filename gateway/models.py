@@ -1,0 +1,60 @@
+"""The model registry: public names and aliases resolved once to their deployments and prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.config import Config, DeploymentConfig
+from pricing.cost import Price
+from providers.types import Target
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    target: Target
+    price: Price | None
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    name: str
+    tier: str
+    context_window: int
+    deployments: tuple[Deployment, ...]
+    owned_by: str
+
+
+class ModelRegistry:
+    """Looks a requested name up in O(1); built from config, never changed afterwards."""
+
+    def __init__(self, config: Config) -> None:
+        self._models: dict[str, Model] = {}
+        for name, spec in config.models.items():
+            deployments = spec.deployments or (
+                DeploymentConfig(provider=spec.provider or "", model=spec.upstream_model or name),
+            )
+            default_price = spec.price.to_price() if spec.price else None
+            self._models[name] = Model(
+                name=name,
+                tier=spec.tier,
+                context_window=spec.context_window,
+                deployments=tuple(
+                    Deployment(
+                        target=Target(provider=d.provider, upstream_model=d.model),
+                        price=d.price.to_price() if d.price else default_price,
+                    )
+                    for d in deployments
+                ),
+                owned_by=deployments[0].provider,
+            )
+        self._lookup = dict(self._models)
+        for alias, target in config.aliases.items():
+            self._lookup[alias] = self._models[target]
+        self.aliases = dict(config.aliases)
+
+    def resolve(self, name: str) -> Model | None:
+        return self._lookup.get(name)
+
+    def public_names(self) -> list[tuple[str, Model]]:
+        """Every name a client may ask for: the models, then the aliases."""
+        return [*self._models.items(), *((a, self._models[t]) for a, t in self.aliases.items())]

@@ -1,0 +1,53 @@
+"""Pure-ASGI middleware: every response carries `x-request-id` (the client's, when it sent a sane one)
+and `x-tollgate-model`."""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REQUEST_ID_KEY = "tollgate.request_id"
+CLIENT_REQUEST_ID_KEY = "tollgate.client_request_id"
+_MAX_CLIENT_ID = 128
+
+
+def client_request_id(raw: bytes | None) -> str | None:
+    """A client-sent id is echoed only if it is short printable ASCII; anything else is ignored."""
+    if not raw or len(raw) > _MAX_CLIENT_ID:
+        return None
+    if not all(0x21 <= b <= 0x7E for b in raw):
+        return None
+    return raw.decode("ascii")
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                sent = client_request_id(value)
+                break
+        own = uuid.uuid4().hex
+        scope[REQUEST_ID_KEY] = own
+        scope[CLIENT_REQUEST_ID_KEY] = sent
+        echoed = (sent or own).encode()
+
+        async def send_with_ids(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                names = {name for name, _ in headers}
+                if b"x-request-id" not in names:
+                    headers.append((b"x-request-id", echoed))
+                if b"x-tollgate-model" not in names:
+                    headers.append((b"x-tollgate-model", b"none"))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_ids)

@@ -1,0 +1,1 @@
+"""HTTP routes: the OpenAI-compatible ingress, model listing and health probes."""

@@ -1,0 +1,48 @@
+"""`GET /v1/models`, `/healthz` (the process is alive) and `/readyz` (config loaded, database up)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from gateway.database import ping
+from gateway.runtime import Runtime
+
+router = APIRouter()
+
+_JSON = "application/json"
+
+
+@router.get("/v1/models", summary="Models and aliases clients may ask for (OpenAI list shape)")
+async def list_models(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": model.owned_by}
+        for name, model in runtime.registry.public_names()
+    ]
+    return Response(orjson.dumps({"object": "list", "data": data}), media_type=_JSON)
+
+
+@router.get("/healthz", summary="Liveness: the process answers")
+async def healthz() -> Response:
+    return Response(b'{"status":"ok"}', media_type=_JSON)
+
+
+@router.get("/readyz", summary="Readiness: config loaded and the database reachable")
+async def readyz(request: Request) -> Response:
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        return _not_ready("config not loaded")
+    try:
+        await asyncio.wait_for(ping(runtime.engine), timeout=2.0)
+    except Exception as exc:
+        return _not_ready(f"database unreachable: {type(exc).__name__}")
+    return Response(b'{"status":"ready"}', media_type=_JSON)
+
+
+def _not_ready(reason: str) -> Response:
+    return Response(
+        orjson.dumps({"status": "not_ready", "reason": reason}), status_code=503, media_type=_JSON
+    )

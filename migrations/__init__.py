@@ -1,0 +1,1 @@
+"""Alembic environment and versions for the ledger schema (SQLite and PostgreSQL)."""

@@ -1,0 +1,30 @@
+"""The small protocol every provider adapter implements, and the capability names it may claim."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Protocol, runtime_checkable
+
+from providers.types import ChatRequest, Completion, StreamChunk, Target
+
+CHAT = "chat"
+STREAM = "stream"
+EMBEDDINGS = "embeddings"
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """Sends canonical requests to one upstream and answers in OpenAI's shape.
+
+    `stream` yields chunks as they arrive; it raises a `ProviderError` before the first chunk for a
+    failed request and mid-stream for a broken one, and closes the upstream when closed itself.
+    """
+
+    name: str
+    capabilities: frozenset[str]
+
+    async def complete(self, request: ChatRequest, target: Target) -> Completion: ...
+
+    def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]: ...
+
+    async def aclose(self) -> None: ...

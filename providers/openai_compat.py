@@ -1,0 +1,221 @@
+"""OpenAI-compatible upstreams (OpenAI, vLLM, Together, Groq, Fireworks, DeepSeek, Mistral, OpenRouter,
+Ollama): the body goes out as the client sent it wherever possible, the answer comes back as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import httpx
+import orjson
+
+from providers.adapter import CHAT, EMBEDDINGS, STREAM
+from providers.errors import (
+    ContextLengthExceeded,
+    ProviderError,
+    UpstreamBadResponse,
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    UpstreamUnreachable,
+    parse_retry_after,
+)
+from providers.sse import DONE, SSEDecoder
+from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target, Usage
+
+
+def to_openai_body(request: ChatRequest, target: Target, *, stream: bool) -> bytes:
+    """The bytes to send upstream: the client's own when nothing has to change.
+
+    Streams always ask for the usage chunk, because the ledger needs it whether or not the client did.
+    """
+    needs_usage = stream and not request.include_usage
+    if request.model == target.upstream_model and not needs_usage:
+        return request.raw
+    body = dict(request.body)
+    body["model"] = target.upstream_model
+    if needs_usage:
+        options = body.get("stream_options")
+        body["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
+    return orjson.dumps(body)
+
+
+def from_openai_usage(usage: Any) -> Usage:
+    """OpenAI's usage object; vLLM omits the details objects, some servers send them as null."""
+    if not isinstance(usage, dict):
+        return Usage()
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+        cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def from_openai_chunk(data: bytes) -> StreamChunk:
+    """One streamed chunk, parsed once; an `error` object mid-stream becomes a `ProviderError`."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamBadResponse(f"upstream sent a stream chunk that is not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise UpstreamBadResponse("upstream sent a stream chunk that is not a JSON object")
+    if "error" in obj:
+        raise _stream_error(obj["error"])
+    usage = obj.get("usage")
+    return StreamChunk(
+        data=data,
+        usage=from_openai_usage(usage) if usage else None,
+        usage_only=bool(usage) and not obj.get("choices"),
+        model=obj.get("model"),
+    )
+
+
+def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, provider: str) -> ProviderError:
+    """Every non-2xx answer from an OpenAI-compatible upstream, classified in one place."""
+    message, code = _error_message(body, status)
+    retry_after = parse_retry_after(headers.get("retry-after-ms")) if "retry-after-ms" in headers else None
+    if retry_after is not None:
+        retry_after /= 1000
+    else:
+        retry_after = parse_retry_after(headers.get("retry-after"))
+    text = f"{provider} returned {status}: {message}"
+    common: dict[str, Any] = {
+        "provider": provider,
+        "upstream_status": status,
+        "retry_after": retry_after,
+    }
+    if status == 429 and code == "insufficient_quota":
+        return UpstreamRejected(text, status=429, code="insufficient_quota", **common)
+    if status in (429, 529):
+        return UpstreamRateLimited(text, **common)
+    if status == 408:
+        return UpstreamTimeout(text, **common)
+    if code == "context_length_exceeded" or "maximum context length" in message:
+        return ContextLengthExceeded(text, status=400, **common)
+    if status in (401, 403):
+        # The gateway's provider credential is wrong: the client's key is fine, so not a 401 for them.
+        return UpstreamRejected(text, status=502, code="upstream_auth_failed", **common)
+    if 400 <= status < 500:
+        return UpstreamRejected(text, status=status, **common)
+    return UpstreamUnavailable(text, **common)
+
+
+def error_from_exception(exc: httpx.HTTPError, *, provider: str) -> ProviderError:
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"{provider} timed out: {type(exc).__name__}", provider=provider)
+    return UpstreamUnreachable(f"{provider} unreachable: {type(exc).__name__}: {exc}", provider=provider)
+
+
+class OpenAICompatAdapter:
+    """Chat completions against any server that speaks OpenAI's API."""
+
+    capabilities = frozenset({CHAT, STREAM, EMBEDDINGS})
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_url: str,
+        client: httpx.AsyncClient,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.name = name
+        self._client = client
+        # Connect fast or fail over; a long answer may legitimately take minutes to finish.
+        total = timeout or 600.0
+        self._timeout = httpx.Timeout(total, connect=min(10.0, total))
+        self._chat_url = base_url.rstrip("/") + "/chat/completions"
+        self._headers = {"content-type": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+
+    async def complete(self, request: ChatRequest, target: Target) -> Completion:
+        content = to_openai_body(request, target, stream=False)
+        try:
+            response = await self._client.post(
+                self._chat_url, content=content, headers=self._headers, timeout=self._timeout
+            )
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        if response.status_code >= 400:
+            raise error_from_response(
+                response.status_code, response.headers, response.content, provider=self.name
+            )
+        body = response.content
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamBadResponse(
+                f"{self.name} answered with a body that is not JSON", provider=self.name
+            ) from exc
+        if not isinstance(obj, dict) or "choices" not in obj:
+            raise UpstreamBadResponse(f"{self.name} answered without choices", provider=self.name)
+        return Completion(
+            body=body, usage=from_openai_usage(obj.get("usage")), model=str(obj.get("model", ""))
+        )
+
+    async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
+        content = to_openai_body(request, target, stream=True)
+        upstream = self._client.build_request("POST", self._chat_url, content=content, headers=self._headers)
+        try:
+            response = await self._client.send(upstream, stream=True)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        try:
+            if response.status_code >= 400:
+                body = await response.aread()
+                raise error_from_response(response.status_code, response.headers, body, provider=self.name)
+            decoder = SSEDecoder()
+            async for raw in response.aiter_bytes():
+                for event in decoder.feed(raw):
+                    if event.data == DONE:
+                        return
+                    yield from_openai_chunk(event.data)
+            for event in decoder.flush():
+                if event.data == DONE:
+                    return
+                yield from_openai_chunk(event.data)
+            raise UpstreamBadResponse(f"{self.name} ended the stream without [DONE]", provider=self.name)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        """The HTTP client is shared and owned by the app; nothing of ours to close."""
+
+
+def _error_message(body: bytes, status: int) -> tuple[str, str | None]:
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = body[:300].decode("utf-8", "replace").strip()
+        return (text or f"HTTP {status}"), None
+    error = obj.get("error") if isinstance(obj, dict) else None
+    if isinstance(error, dict):
+        code = error.get("code")
+        return str(error.get("message") or f"HTTP {status}"), (str(code) if code else None)
+    if isinstance(obj, dict) and "message" in obj:  # vLLM before 0.10.1: a flat error object
+        return str(obj["message"]), None
+    return f"HTTP {status}", None
+
+
+def _stream_error(error: JSON | Any) -> ProviderError:
+    if not isinstance(error, dict):
+        return UpstreamBadResponse(f"upstream stream error: {error!r}")
+    message = str(error.get("message") or "upstream error mid-stream")
+    code = str(error.get("code") or error.get("type") or "")
+    if code in ("rate_limit_exceeded", "overloaded_error", "rate_limit_error"):
+        return UpstreamRateLimited(message)
+    return UpstreamUnavailable(message)

@@ -1,0 +1,79 @@
+"""Canonical request, usage and response types every adapter speaks: OpenAI Chat Completions in shape.
+
+The hot path passes these typed objects or untouched bytes; raw dicts stay inside the translators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts of one request, with OpenAI's convention: cached and cache-write tokens are
+    part of `prompt_tokens`, reasoning tokens part of `completion_tokens`."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A validated chat completion request as the client sent it.
+
+    `body` is the parsed JSON object; `raw` the exact bytes received, forwarded untouched when the
+    upstream speaks OpenAI and nothing needs to change.
+    """
+
+    body: JSON
+    raw: bytes
+    model: str
+    stream: bool = False
+    include_usage: bool = False
+
+    @property
+    def messages(self) -> list[JSON]:
+        messages: list[JSON] = self.body["messages"]
+        return messages
+
+
+@dataclass(slots=True, frozen=True)
+class Target:
+    """Where one attempt goes: a provider and the model id the upstream knows."""
+
+    provider: str
+    upstream_model: str
+
+
+@dataclass(slots=True)
+class Completion:
+    """A finished non-streaming answer: the OpenAI-shaped body for the client, and what it cost."""
+
+    body: bytes
+    usage: Usage
+    model: str
+    status: int = 200
+
+
+@dataclass(slots=True)
+class StreamChunk:
+    """One OpenAI-shaped `chat.completion.chunk`, ready to frame as SSE.
+
+    `usage` is set on the chunk that carries the final usage; `usage_only` marks OpenAI's trailing
+    `choices: []` usage chunk so the gateway can drop it for clients that did not ask for it.
+    """
+
+    data: bytes
+    usage: Usage | None = None
+    usage_only: bool = False
+    model: str | None = None
