@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(args, "log_level", "info").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # A line per upstream call or per migration step drowns the lines operators need.
+    for noisy in ("httpx", "httpcore", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.command == "check-config":
         return _check_config(args.file)
     if args.command == "migrate":
@@ -102,6 +105,7 @@ def _serve(args: argparse.Namespace) -> int:
         url = resolve_database_url(config.database.url, os.environ)
         if config.database.auto_migrate:
             run_migrations(url)
+            log.info("Tollgate: database schema is up to date")
         uvicorn.run(
             create_app(config),
             host=args.host or config.server.host,
