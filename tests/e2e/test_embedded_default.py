@@ -1,0 +1,104 @@
+"""The newcomer's path: `tollgate serve` with no config and no keys, then the OpenAI SDK against it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from gateway.sandbox_launcher import free_port
+
+KEYS = ("OPENAI_API_KEY", "TOLLGATE_VLLM_URL", "TOLLGATE_DATABASE_URL", "TOLLGATE_CONFIG")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    workdir = tmp_path_factory.mktemp("newcomer")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    log = workdir / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(base + "/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            else:
+                pytest.fail("gateway did not become ready:\n" + log.read_text())
+            yield base, workdir, log
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+def test_start_up_says_what_it_runs_on_in_one_line(served: tuple[str, Path, Path]) -> None:
+    _, _, log = served
+    lines = [line for line in log.read_text().splitlines() if "embedded default" in line]
+    assert len(lines) == 1
+    assert "sqlite" in lines[0] and "in-memory state" in lines[0]
+    assert "openai → sandbox emulator" in lines[0] and "local → sandbox vLLM emulator" in lines[0]
+
+
+def test_sdk_answers_and_each_request_leaves_a_row(served: tuple[str, Path, Path]) -> None:
+    base, workdir, _ = served
+    client = openai.OpenAI(base_url=base + "/v1", api_key="anything", max_retries=0)
+    reply = client.chat.completions.create(model="fast", messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].usage is not None
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+    assert {m.id for m in client.models.list()} >= {"gpt-4o-mini", "gpt-4o", "llama-3.1-8b-instruct", "fast"}
+    deadline = time.monotonic() + 5
+    while True:
+        with sqlite3.connect(workdir / "tollgate.db") as db:
+            rows = db.execute("SELECT requested_model, stream, status, cost_nano FROM requests").fetchall()
+        if len(rows) >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(rows) == 3
+    by_model = {model: (stream, status, cost) for model, stream, status, cost in rows}
+    assert by_model["fast"][:2] == (0, 200) and by_model["fast"][2] > 0
+    assert by_model["gpt-4o-mini"][:2] == (1, 200) and by_model["gpt-4o-mini"][2] > 0
+    assert by_model["nope"] == (0, 404, 0)
+
+
+def test_migrate_command(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "migrate"],
+        env={**os.environ, "TOLLGATE_DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "migrated sqlite+aiosqlite:///" in result.stdout
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)

@@ -1,0 +1,37 @@
+"""The package boundaries DESIGN.md draws, checked on every run rather than remembered."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# package -> top-level packages it must never import
+FORBIDDEN = {
+    "sandbox": {"gateway", "providers", "pricing", "local_backend", "migrations"},
+    "providers": {"gateway", "sandbox", "migrations", "sqlalchemy"},
+    "pricing": {"gateway", "providers", "sandbox", "httpx"},
+    "gateway": {"sandbox"},
+}
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_does_not_import_what_it_must_not(package: str) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_roots(path) & FORBIDDEN[package])
+        for path in (ROOT / package).rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
