@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Protocol, runtime_checkable
 
-from providers.types import ChatRequest, Completion, StreamChunk, Target
+from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 CHAT = "chat"
 STREAM = "stream"
@@ -28,3 +28,13 @@ class Adapter(Protocol):
     def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class EmbeddingAdapter(Protocol):
+    """An optional ability: adapters that claim `EMBEDDINGS` also implement this.
+
+    The answer is OpenAI's embeddings list shape (`{"object": "list", "data": [...], "usage"}`).
+    """
+
+    async def embed(self, request: EmbeddingRequest, target: Target) -> Completion: ...

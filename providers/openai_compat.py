@@ -23,7 +23,7 @@ from providers.errors import (
     parse_retry_after,
 )
 from providers.sse import DONE, SSEDecoder
-from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target, Usage
+from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
 
 
 def to_openai_body(request: ChatRequest, target: Target, *, stream: bool) -> bytes:
@@ -57,6 +57,7 @@ def from_openai_usage(usage: Any) -> Usage:
         cached_tokens=int(prompt_details.get("cached_tokens") or 0),
         cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
         reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+        raw=usage,
     )
 
 
@@ -136,15 +137,26 @@ class OpenAICompatAdapter:
         total = timeout or 600.0
         self._timeout = httpx.Timeout(total, connect=min(10.0, total))
         self._chat_url = base_url.rstrip("/") + "/chat/completions"
+        self._embeddings_url = base_url.rstrip("/") + "/embeddings"
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = to_openai_body(request, target, stream=False)
+        return await self._post_json(self._chat_url, content, expect="choices")
+
+    async def embed(self, request: EmbeddingRequest, target: Target) -> Completion:
+        if request.model == target.upstream_model:
+            content = request.raw
+        else:
+            content = orjson.dumps({**request.body, "model": target.upstream_model})
+        return await self._post_json(self._embeddings_url, content, expect="data")
+
+    async def _post_json(self, url: str, content: bytes, *, expect: str) -> Completion:
         try:
             response = await self._client.post(
-                self._chat_url, content=content, headers=self._headers, timeout=self._timeout
+                url, content=content, headers=self._headers, timeout=self._timeout
             )
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, provider=self.name) from exc
@@ -159,8 +171,8 @@ class OpenAICompatAdapter:
             raise UpstreamBadResponse(
                 f"{self.name} answered with a body that is not JSON", provider=self.name
             ) from exc
-        if not isinstance(obj, dict) or "choices" not in obj:
-            raise UpstreamBadResponse(f"{self.name} answered without choices", provider=self.name)
+        if not isinstance(obj, dict) or expect not in obj:
+            raise UpstreamBadResponse(f"{self.name} answered without '{expect}'", provider=self.name)
         return Completion(
             body=body, usage=from_openai_usage(obj.get("usage")), model=str(obj.get("model", ""))
         )

@@ -20,7 +20,11 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    # The share of `cache_write_tokens` written with a 1-hour TTL (Anthropic prices it higher).
+    cache_write_1h_tokens: int = 0
     reasoning_tokens: int = 0
+    # The provider's own usage object, kept so any cost can be re-derived later.
+    raw: JSON | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -45,6 +49,15 @@ class ChatRequest:
     def messages(self) -> list[JSON]:
         messages: list[JSON] = self.body["messages"]
         return messages
+
+
+@dataclass(slots=True)
+class EmbeddingRequest:
+    """A validated `/v1/embeddings` request: parsed body plus the exact bytes received."""
+
+    body: JSON
+    raw: bytes
+    model: str
 
 
 @dataclass(slots=True, frozen=True)
