@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import pytest
 
 POSTGRES_URL = os.environ.get("TOLLGATE_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def unavailable(service: str, reason: str) -> None:
@@ -48,3 +49,17 @@ def scratch_postgres_database() -> Iterator[str]:
         yield base.set(database=name).render_as_string(hide_password=False)
     finally:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def require_redis() -> str:
+    """The test Redis URL, after checking the server answers."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        unavailable("redis", f"{type(exc).__name__}: {exc}")
+    finally:
+        client.close()
+    return REDIS_URL

@@ -1,0 +1,55 @@
+"""The `StateStore` protocol: the few atomic operations that rate limits, budgets, circuit breakers,
+idempotency keys and the response cache are built from.
+
+Every operation is atomic on its own (a Lua script on Redis), so replicas sharing a store never
+race each other into overshooting a limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class BucketResult:
+    """The outcome of taking tokens from a token bucket."""
+
+    allowed: bool
+    remaining: float
+    # Seconds until `amount` tokens will be available (0 when allowed).
+    retry_after: float
+
+
+class StateStore(Protocol):
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def get_many(self, keys: list[str]) -> list[bytes | None]: ...
+
+    async def set(self, key: str, value: bytes, *, ttl: float | None = None) -> None: ...
+
+    async def set_if_absent(self, key: str, value: bytes, *, ttl: float | None = None) -> bool:
+        """Claim a key; True when this caller created it."""
+        ...
+
+    async def delete(self, key: str) -> None: ...
+
+    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
+        """Add to an integer counter (created at 0); `ttl` is set only when the key is created."""
+        ...
+
+    async def reserve(
+        self, key: str, amount: int, *, limit: int, ttl: float | None = None
+    ) -> tuple[bool, int]:
+        """Add `amount` only if the total stays within `limit`; returns (reserved, total after)."""
+        ...
+
+    async def take(
+        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0
+    ) -> BucketResult:
+        """Take `amount` tokens from a bucket that refills continuously up to `capacity`."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def aclose(self) -> None: ...
