@@ -25,7 +25,7 @@ def test_last_token_is_always_computed() -> None:
 def test_hashes_are_chained() -> None:
     cache = PrefixCache()
     cache.match(tokens(64))
-    changed = ["other"] + tokens(63, start=1)  # first block differs, the rest equal
+    changed = ["other", *tokens(63, start=1)]  # first block differs, the rest equal
     assert cache.match(changed) == 0
 
 

@@ -1,0 +1,11 @@
+"""Upstream LLM API emulators (OpenAI and vLLM dialects) for tests, benchmarks and the embedded default.
+
+Independent of every other Tollgate package on purpose: it implements the wire
+formats itself, so it catches the gateway adapters' mistakes instead of sharing them.
+"""
+
+from sandbox.app import SandboxApp, create_app
+from sandbox.config import SandboxConfig
+from sandbox.server import SandboxServer
+
+__all__ = ["SandboxApp", "SandboxConfig", "SandboxServer", "create_app"]

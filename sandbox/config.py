@@ -1,0 +1,68 @@
+"""The sandbox's settings: dialect, latency profile, seed, served models and engine sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sandbox.latency import PROFILES, LatencyProfile, ProfileName
+
+__all__ = ["DIALECTS", "Dialect", "SandboxConfig"]
+
+Dialect = Literal["openai", "vllm"]
+DIALECTS: tuple[Dialect, ...] = ("openai", "vllm")
+
+_DEFAULT_PROFILE: dict[str, ProfileName] = {"openai": "managed", "vllm": "local"}
+# vLLM's --max-num-seqs default; a managed API has no queue we can see.
+_DEFAULT_MAX_NUM_SEQS: dict[str, int | None] = {"openai": None, "vllm": 256}
+_DEFAULT_MAX_MODEL_LEN = {"openai": 128_000, "vllm": 32_768}
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """Everything that shapes one sandbox; ``None`` fields take the dialect's default."""
+
+    dialect: Dialect = "openai"
+    profile: ProfileName | None = None
+    seed: int = 0
+    models: tuple[str, ...] = ()
+    fault_rate: float = 0.0
+    prompt_tokens_details: bool = True
+    cache_blocks: int = 16_384
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    embedding_dims: int = 256
+    request_log_size: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}")
+        if self.profile is not None and self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}")
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise ValueError("fault_rate must be between 0 and 1")
+        if self.cache_blocks < 1 or self.embedding_dims < 1 or self.request_log_size < 1:
+            raise ValueError("cache_blocks, embedding_dims and request_log_size must be positive")
+        object.__setattr__(self, "models", tuple(self.models))
+
+    @property
+    def profile_name(self) -> ProfileName:
+        """The latency profile in effect (managed for openai, local for vllm by default)."""
+        return self.profile or _DEFAULT_PROFILE[self.dialect]
+
+    @property
+    def latency(self) -> LatencyProfile:
+        """The latency profile object in effect."""
+        return PROFILES[self.profile_name]
+
+    @property
+    def num_seqs(self) -> int | None:
+        """Concurrent requests before queueing (None: unlimited)."""
+        if self.max_num_seqs is not None:
+            return self.max_num_seqs or None
+        return _DEFAULT_MAX_NUM_SEQS[self.dialect]
+
+    @property
+    def model_len(self) -> int:
+        """Context window: prompt plus completion tokens allowed per request."""
+        return self.max_model_len or _DEFAULT_MAX_MODEL_LEN[self.dialect]

@@ -1,0 +1,200 @@
+"""Fault rules (status codes, hangs, resets, stream drops and errors) and the book that hands them out.
+
+A rule is a JSON object::
+
+    {"kind": "status", "status": 429, "retry_after": 2, "retry_after_ms": 2000,
+     "message": "...", "type": "...", "code": "...", "headers": {"x-should-retry": "true"}}
+    {"kind": "timeout", "seconds": 5}          # sleep, then answer normally
+    {"kind": "reset"}                          # close the connection, no response
+    {"kind": "drop_after", "chunks": 3}        # streams only: 3 chunks, then close
+    {"kind": "stream_error", "after_chunks": 2}  # streams only: 2 chunks, an error event
+
+plus on every kind ``count`` (matching requests it applies to; default 1, -1 =
+forever), ``model`` (only requests for that model) and ``path`` (only that path;
+by default any ``/v1/...`` path). The ``x-sandbox-fault`` request header takes a
+JSON rule or the short form ``429``, ``status=503,retry_after=1``, ``reset``,
+``timeout=2``, ``drop_after=3`` or ``stream_error=1``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, cast
+
+import orjson
+
+__all__ = ["FaultBook", "FaultRule", "parse_header", "parse_rule"]
+
+FaultKind = Literal["status", "timeout", "reset", "drop_after", "stream_error"]
+_KINDS = ("status", "timeout", "reset", "drop_after", "stream_error")
+_STREAM_KINDS = ("drop_after", "stream_error")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRule:
+    """One fault to inject into matching requests."""
+
+    kind: FaultKind
+    status: int = 500
+    retry_after: float | None = None
+    retry_after_ms: int | None = None
+    message: str | None = None
+    type: str | None = None
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    chunks: int = 0
+    after_chunks: int = 0
+    count: int = 1
+    model: str | None = None
+    path: str | None = None
+
+    def matches(self, path: str, model: str | None, *, stream: bool) -> bool:
+        """True when this rule applies to a request."""
+        if self.kind in _STREAM_KINDS and not stream:
+            return False
+        if self.path is None:
+            if not path.startswith("/v1/"):
+                return False
+        elif self.path != path:
+            return False
+        return self.model is None or self.model == model
+
+    def response_headers(self) -> list[tuple[str, str]]:
+        """Extra headers for a status fault: retry hints first, then the rule's own."""
+        out: list[tuple[str, str]] = []
+        if self.retry_after is not None:
+            value = self.retry_after
+            out.append(("retry-after", str(int(value)) if value == int(value) else str(value)))
+        if self.retry_after_ms is not None:
+            out.append(("retry-after-ms", str(self.retry_after_ms)))
+        out.extend((k.lower(), str(v)) for k, v in self.headers.items())
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The rule as the JSON object that would recreate it."""
+        defaults = FaultRule(kind=self.kind)
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name == "kind" or getattr(self, f.name) != getattr(defaults, f.name)
+        }
+
+
+_NUMBERS: dict[str, type] = {
+    "status": int,
+    "retry_after": float,
+    "retry_after_ms": int,
+    "seconds": float,
+    "chunks": int,
+    "after_chunks": int,
+    "count": int,
+}
+_STRINGS = ("message", "type", "code", "model", "path")
+
+
+def parse_rule(raw: object) -> FaultRule:
+    """Validate a JSON rule; raise ValueError naming the bad field."""
+    if not isinstance(raw, Mapping):
+        raise ValueError("a fault rule must be a JSON object")
+    kind = raw.get("kind", "status" if "status" in raw else None)
+    if kind not in _KINDS:
+        raise ValueError(f"fault 'kind' must be one of {', '.join(_KINDS)}")
+    values: dict[str, Any] = {"kind": kind}
+    for key, value in raw.items():
+        if key == "kind":
+            continue
+        if key in _NUMBERS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"fault field '{key}' must be a number")
+            values[key] = _NUMBERS[key](value)
+        elif key in _STRINGS:
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"fault field '{key}' must be a string")
+            values[key] = value
+        elif key == "headers":
+            if not isinstance(value, Mapping):
+                raise ValueError("fault field 'headers' must be an object")
+            values[key] = {str(k): str(v) for k, v in value.items()}
+        else:
+            raise ValueError(f"unknown fault field '{key}'")
+    rule = FaultRule(**values)
+    if not 100 <= rule.status <= 599:
+        raise ValueError("fault field 'status' must be an HTTP status code")
+    if rule.count == 0 or rule.count < -1:
+        raise ValueError("fault field 'count' must be positive or -1")
+    return rule
+
+
+_SHORT_KEYS = {"timeout": "seconds", "drop_after": "chunks", "stream_error": "after_chunks"}
+
+
+def parse_header(value: str) -> FaultRule:
+    """Parse an ``x-sandbox-fault`` header: a JSON rule or the ``key=value,...`` short form."""
+    value = value.strip()
+    if value.startswith("{"):
+        try:
+            return parse_rule(orjson.loads(value))
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"x-sandbox-fault is not valid JSON: {exc}") from exc
+    raw: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        key, sep, text = part.partition("=")
+        key = key.strip()
+        if not sep:
+            if key.isdigit():
+                raw.update(kind="status", status=int(key))
+            else:
+                raw["kind"] = key
+            continue
+        if key in _SHORT_KEYS:
+            raw.setdefault("kind", key)
+            key = _SHORT_KEYS[key]
+        elif key == "status":
+            raw.setdefault("kind", "status")
+        raw[key] = _scalar(text.strip()) if key not in _STRINGS else text.strip()
+    return parse_rule(raw)
+
+
+def _scalar(text: str) -> object:
+    try:
+        return cast(object, orjson.loads(text))
+    except orjson.JSONDecodeError:
+        return text
+
+
+class FaultBook:
+    """Pending fault rules in order, plus random 503s at a seeded rate."""
+
+    def __init__(self, *, fault_rate: float = 0.0, seed: int = 0) -> None:
+        self._rules: list[FaultRule] = []
+        self._rate = fault_rate
+        self._rng = random.Random(seed ^ 0xFA17)
+
+    @property
+    def rules(self) -> list[FaultRule]:
+        """The pending rules, first-matching first."""
+        return list(self._rules)
+
+    def add(self, rules: list[FaultRule]) -> None:
+        """Queue rules after the ones already pending."""
+        self._rules.extend(rules)
+
+    def clear(self) -> None:
+        """Drop every pending rule."""
+        self._rules.clear()
+
+    def take(self, path: str, model: str | None, *, stream: bool) -> FaultRule | None:
+        """Return the fault for one request (using up one of its count), or None."""
+        for i, rule in enumerate(self._rules):
+            if rule.matches(path, model, stream=stream):
+                if rule.count == 1:
+                    del self._rules[i]
+                elif rule.count > 1:
+                    self._rules[i] = replace(rule, count=rule.count - 1)
+                return rule
+        if self._rate > 0 and path.startswith("/v1/") and self._rng.random() < self._rate:
+            return FaultRule(kind="status", status=503)
+        return None

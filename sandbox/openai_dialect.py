@@ -1,0 +1,196 @@
+"""The OpenAI-compatible endpoints (chat completions, models, embeddings) for openai and vllm."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from sandbox.asgi import Exchange
+from sandbox.config import SandboxConfig
+from sandbox.engine import Engine, Run
+from sandbox.openai_embeddings import OpenAIEmbeddings
+from sandbox.openai_errors import ApiError, error_body, fault_error
+from sandbox.openai_request import ChatParams, from_chat_request
+from sandbox.openai_response import ChatWriter
+from sandbox.sse import SSEWriter, StreamCut
+from sandbox.tokens import Tokenizer
+
+__all__ = ["DEFAULT_MODELS", "OpenAIDialect"]
+
+Handler = Callable[[Exchange], Awaitable[None]]
+
+# Listed by /v1/models when no --model is given (any name is still accepted).
+DEFAULT_MODELS = {
+    "openai": ("gpt-4o-mini", "gpt-4o", "text-embedding-3-small"),
+    "vllm": ("sandbox-llm",),
+}
+_RATE_HEADERS = (
+    ("openai-version", "2020-10-01"),
+    ("openai-organization", "user-sandbox"),
+    ("x-ratelimit-limit-requests", "10000"),
+    ("x-ratelimit-limit-tokens", "30000000"),
+    ("x-ratelimit-remaining-requests", "9999"),
+    ("x-ratelimit-remaining-tokens", "29999000"),
+    ("x-ratelimit-reset-requests", "6ms"),
+    ("x-ratelimit-reset-tokens", "2ms"),
+)
+
+
+class OpenAIDialect:
+    """Serves the OpenAI wire format; ``vllm`` switches to vLLM's variant of it."""
+
+    def __init__(self, config: SandboxConfig, engine: Engine) -> None:
+        self.config = config
+        self.engine = engine
+        self.vllm = config.dialect == "vllm"
+        digest = hashlib.blake2b(str(config.seed).encode(), digest_size=5).hexdigest()
+        self.fingerprint = "fp_" + digest
+        self.created = int(time.time())
+        self.tokenizer = Tokenizer()
+        self.embeddings = OpenAIEmbeddings(config, engine.profile, self.check_model)
+
+    def routes(self) -> dict[tuple[str, str], Handler]:
+        """The endpoints this dialect answers, by (method, path)."""
+        return {
+            ("POST", "/v1/chat/completions"): self.chat,
+            ("GET", "/v1/models"): self.list_models,
+            ("POST", "/v1/embeddings"): self.embeddings.handle,
+        }
+
+    def served_models(self) -> tuple[str, ...]:
+        """The configured models, or the dialect's defaults when any name is accepted."""
+        return self.config.models or DEFAULT_MODELS[self.config.dialect]
+
+    def check_model(self, model: str) -> None:
+        """Reject a model that is not served (only when models are configured)."""
+        if self.config.models and model not in self.config.models:
+            if self.vllm:
+                raise ApiError(404, f"The model `{model}` does not exist.")
+            raise ApiError(
+                404,
+                f"The model `{model}` does not exist or you do not have access to it.",
+                code="model_not_found",
+            )
+
+    def error(self, error: ApiError) -> bytes:
+        """The body of an error answer in this flavour."""
+        return error_body(error, vllm=self.vllm)
+
+    def _headers(self, started: float) -> list[tuple[str, str]]:
+        if self.vllm:
+            return []
+        elapsed = str(int((time.monotonic() - started) * 1000))
+        request_id = "req_" + os.urandom(16).hex()
+        return [("x-request-id", request_id), ("openai-processing-ms", elapsed), *_RATE_HEADERS]
+
+    async def chat(self, ex: Exchange) -> None:
+        """``POST /v1/chat/completions``, whole or streamed."""
+        started = time.monotonic()
+        params = from_chat_request(ex.payload, tokenizer=self.tokenizer, max_model_len=self.config.model_len)
+        self.check_model(params.generation.model)
+        writer = ChatWriter(
+            vllm=self.vllm,
+            model=params.generation.model,
+            fingerprint=self.fingerprint,
+            service_tier=params.service_tier,
+            include_usage=params.include_usage,
+            include_obfuscation=params.include_obfuscation,
+            prompt_tokens_details=self.config.prompt_tokens_details,
+        )
+        async with self.engine.run(params.generation) as run:
+            if params.stream:
+                await self._stream(ex, params, writer, run, started)
+                return
+            await run.until_done()
+            body = writer.completion(run.plan)
+            run.finish()
+        await ex.respond(200, body, headers=self._headers(started))
+
+    async def _stream(
+        self, ex: Exchange, params: ChatParams, writer: ChatWriter, run: Run, started: float
+    ) -> None:
+        plan = run.plan
+        error = fault_error(ex.fault, model=params.generation.model) if ex.fault else None
+        sse = SSEWriter(ex, ex.fault, error_event=self.error(error) if error else b"")
+        # vLLM sends its headers at once and the first chunk after prefill; OpenAI's
+        # headers arrive with the first token.
+        if self.vllm:
+            await ex.start_stream()
+        watcher = None if run.instant else asyncio.ensure_future(ex.disconnected())
+        try:
+            await run.until_token(0)
+            if not ex.started:
+                await ex.start_stream(headers=self._headers(started))
+            for choice in plan.choices:
+                await sse.event(writer.first_chunk(choice))
+                if not choice.pieces:
+                    empty = writer.piece_chunk(choice, "", last=True)
+                    await sse.event(empty if self.vllm else writer.finish_chunk(choice))
+            step = 4 if run.instant else 1
+            longest = max((len(c.pieces) for c in plan.choices), default=0)
+            for pos in range(0, longest, step):
+                if pos:
+                    await run.until_token(pos)
+                if watcher is not None and watcher.done():
+                    run.finish(aborted=True)
+                    return
+                for choice in plan.choices:
+                    if pos >= len(choice.pieces):
+                        continue
+                    last = pos + step >= len(choice.pieces)
+                    text = "".join(choice.pieces[pos : pos + step])
+                    await sse.event(writer.piece_chunk(choice, text, last=last))
+                    if last and not self.vllm:
+                        await sse.event(writer.finish_chunk(choice))
+            if params.include_usage:
+                await sse.event(writer.usage_chunk(plan))
+            await sse.close()
+            run.finish()
+        except StreamCut:
+            run.finish(aborted=True)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def list_models(self, ex: Exchange) -> None:
+        """``GET /v1/models``."""
+        cards = [self._card(m) for m in self.served_models()]
+        await ex.respond(200, orjson.dumps({"object": "list", "data": cards}))
+
+    async def retrieve_model(self, ex: Exchange, model: str) -> None:
+        """``GET /v1/models/{model}``."""
+        self.check_model(model)
+        await ex.respond(200, orjson.dumps(self._card(model)))
+
+    def _card(self, model: str) -> dict[str, Any]:
+        card: dict[str, Any] = {
+            "id": model,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm" if self.vllm else "system",
+        }
+        if self.vllm:
+            card.update(root=model, parent=None, max_model_len=self.config.model_len)
+            card["permission"] = [_VLLM_PERMISSION | {"created": self.created}]
+        return card
+
+
+_VLLM_PERMISSION = {
+    "id": "modelperm-sandbox",
+    "object": "model_permission",
+    "allow_create_engine": False,
+    "allow_sampling": True,
+    "allow_logprobs": True,
+    "allow_search_indices": False,
+    "allow_view": True,
+    "allow_fine_tuning": False,
+    "organization": "*",
+    "group": None,
+    "is_blocking": False,
+}

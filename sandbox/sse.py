@@ -1,0 +1,54 @@
+"""Server-sent events out of an Exchange, with the stream faults (drop, error event) applied."""
+
+from __future__ import annotations
+
+from sandbox.asgi import Exchange
+from sandbox.faults import FaultRule
+
+__all__ = ["SSEWriter", "StreamCut"]
+
+
+class StreamCut(Exception):
+    """The stream was ended early by a fault; the caller stops generating."""
+
+
+class SSEWriter:
+    """Writes ``data:`` events, counting them so a fault can cut the stream after N."""
+
+    __slots__ = ("_cut_at", "_error_event", "_exchange", "_fault", "sent")
+
+    def __init__(
+        self, exchange: Exchange, fault: FaultRule | None = None, *, error_event: bytes = b""
+    ) -> None:
+        self._exchange = exchange
+        self._fault = fault
+        self._error_event = error_event
+        self.sent = 0
+        self._cut_at = -1
+        if fault is not None and fault.kind == "drop_after":
+            self._cut_at = fault.chunks
+        elif fault is not None and fault.kind == "stream_error":
+            self._cut_at = fault.after_chunks
+
+    async def event(self, payload: bytes, *, name: str | None = None) -> None:
+        """Send one event (``event: name`` line first when given)."""
+        if self.sent == self._cut_at:
+            await self._cut()
+        head = b"event: " + name.encode() + b"\ndata: " if name else b"data: "
+        await self._exchange.write(head + payload + b"\n\n")
+        self.sent += 1
+
+    async def close(self, final: bytes = b"data: [DONE]\n\n") -> None:
+        """End the stream (OpenAI's ``[DONE]`` sentinel by default)."""
+        if self.sent == self._cut_at:
+            await self._cut()
+        await self._exchange.end(final)
+
+    async def _cut(self) -> None:
+        assert self._fault is not None
+        if self._fault.kind == "drop_after":
+            await self._exchange.abort(reset=False)
+        else:
+            # A mid-stream error is an event holding an error object, then the end.
+            await self._exchange.end(b"data: " + self._error_event + b"\n\n")
+        raise StreamCut(self._fault.kind)
