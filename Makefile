@@ -18,6 +18,8 @@ run: $(STAMP)
 	$(BIN)/tollgate serve --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -13,7 +13,9 @@ from contextlib import contextmanager
 
 import pytest
 
-POSTGRES_URL = os.environ.get("TOLLGATE_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "TOLLGATE_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
 REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 

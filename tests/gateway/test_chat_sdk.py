@@ -45,7 +45,9 @@ def test_ledger_row_after_success_carries_tokens_latency_and_exact_cost(
     assert row["prompt_tokens"] == usage.prompt_tokens
     assert row["completion_tokens"] == usage.completion_tokens
     # $3 / $15 per MTok, rounded once to whole nano-USD (half up).
-    expected = (usage.prompt_tokens * 3_000_000_000 + usage.completion_tokens * 15_000_000_000 + 500_000) // 10**6
+    expected = (
+        usage.prompt_tokens * 3_000_000_000 + usage.completion_tokens * 15_000_000_000 + 500_000
+    ) // 10**6
     assert row["cost_nano"] == expected
     assert raw.headers["x-tollgate-cost-usd"] == format(expected / 10**9, ".9f").rstrip("0").rstrip(".")
     assert row["latency_ms"] > 0 and row["stream"] is False and row["attempts"] == 1
@@ -89,7 +91,11 @@ def test_streaming_and_non_streaming_bill_the_same_tokens(client: openai.OpenAI)
     plain = client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, seed=7)
     streamed = list(
         client.chat.completions.create(
-            model="gpt-4o-mini", messages=MESSAGES, seed=7, stream=True, stream_options={"include_usage": True}
+            model="gpt-4o-mini",
+            messages=MESSAGES,
+            seed=7,
+            stream=True,
+            stream_options={"include_usage": True},
         )
     )
     assert plain.usage is not None and streamed[-1].usage is not None
@@ -97,9 +103,7 @@ def test_streaming_and_non_streaming_bill_the_same_tokens(client: openai.OpenAI)
     assert plain.usage.completion_tokens == streamed[-1].usage.completion_tokens
 
 
-def test_client_bytes_are_forwarded_untouched(
-    gateway: GatewayServer, openai_upstream: SandboxServer
-) -> None:
+def test_client_bytes_are_forwarded_untouched(gateway: GatewayServer, openai_upstream: SandboxServer) -> None:
     body = b'{"model": "gpt-4o-mini",  "messages": [{"role": "user", "content": "hi"}], "x_custom": 1}'
     response = httpx.post(
         gateway.base_url + "/v1/chat/completions", content=body, headers={"content-type": "application/json"}

@@ -34,12 +34,24 @@ def test_example_config_validates_with_keys_set() -> None:
     ("text", "environ", "message"),
     [
         (MINIMAL, {}, "providers.openai.api_key: environment variable KEY is not set"),
-        (MINIMAL.replace("openai, price", "nope, price"), {"KEY": "k"}, "models.gpt-4o.provider: unknown provider 'nope'"),
-        (MINIMAL.replace('"2.5"', '"-1"'), {"KEY": "k"}, "models.gpt-4o.price.input_per_mtok: Input should be greater than or equal to 0"),
+        (
+            MINIMAL.replace("openai, price", "nope, price"),
+            {"KEY": "k"},
+            "models.gpt-4o.provider: unknown provider 'nope'",
+        ),
+        (
+            MINIMAL.replace('"2.5"', '"-1"'),
+            {"KEY": "k"},
+            "models.gpt-4o.price.input_per_mtok: Input should be greater than or equal to 0",
+        ),
         (MINIMAL.replace("type: openai", "type: carrier-pigeon"), {"KEY": "k"}, "providers.openai"),
         (MINIMAL + "surprise: true\n", {"KEY": "k"}, "surprise: Extra inputs are not permitted"),
         (MINIMAL + "aliases: {smart: gpt-5}\n", {"KEY": "k"}, "aliases.smart: unknown model 'gpt-5'"),
-        (MINIMAL.replace("https://", "ftp://"), {"KEY": "k"}, "providers.openai.base_url: String should match pattern"),
+        (
+            MINIMAL.replace("https://", "ftp://"),
+            {"KEY": "k"},
+            "providers.openai.base_url: String should match pattern",
+        ),
         ("models: [1, 2", {}, "not valid YAML"),
     ],
 )

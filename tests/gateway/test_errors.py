@@ -46,14 +46,46 @@ def assert_openai_error(response: httpx.Response, status: int, code: str | None 
         (b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}', "invalid_type", "model"),
         (b'{"model": "gpt-4o-mini", "messages": "hello"}', "invalid_type", "messages"),
         (b'{"model": "gpt-4o-mini", "messages": []}', "invalid_request", "messages"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "robot", "content": "x"}]}', "invalid_value", "messages[0].role"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": 7}]}', "invalid_type", "messages[0].content"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', "invalid_type", "temperature"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "temperature": 3}', "invalid_value", "temperature"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5}', "invalid_type", "max_tokens"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}', "invalid_type", "stream"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "n": true}', "invalid_type", "n"),
-        (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}', "invalid_json", None),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "robot", "content": "x"}]}',
+            "invalid_value",
+            "messages[0].role",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": 7}]}',
+            "invalid_type",
+            "messages[0].content",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}',
+            "invalid_type",
+            "temperature",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "temperature": 3}',
+            "invalid_value",
+            "temperature",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5}',
+            "invalid_type",
+            "max_tokens",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
+            "invalid_type",
+            "stream",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "n": true}',
+            "invalid_type",
+            "n",
+        ),
+        (
+            b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}',
+            "invalid_json",
+            None,
+        ),
     ],
 )
 def test_bad_request_bodies_get_400_with_param_and_a_ledger_row(
@@ -124,7 +156,8 @@ def test_upstream_rate_limit_passes_retry_after(
     client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
 ) -> None:
     httpx.post(
-        openai_upstream.base_url + "/_sandbox/faults", json=[{"kind": "status", "status": 429, "retry_after": 7}]
+        openai_upstream.base_url + "/_sandbox/faults",
+        json=[{"kind": "status", "status": 429, "retry_after": 7}],
     )
     with pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
@@ -149,7 +182,10 @@ def test_mid_stream_drop_ends_with_an_error_event_and_a_row(
     httpx.post(openai_upstream.base_url + "/_sandbox/faults", json=[{"kind": "drop_after", "chunks": 2}])
     body = b'{"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "hello"}]}'
     with httpx.stream(
-        "POST", gateway.base_url + "/v1/chat/completions", content=body, headers={"content-type": "application/json"}
+        "POST",
+        gateway.base_url + "/v1/chat/completions",
+        content=body,
+        headers={"content-type": "application/json"},
     ) as response:
         assert response.status_code == 200
         events = [line for line in response.iter_lines() if line.startswith("data: ")]

@@ -38,7 +38,10 @@ def test_success_row_on_postgres(pg_client: openai.OpenAI, pg_gateway: GatewaySe
     row = pg_gateway.ledger_row(raw.headers["x-request-id"])
     assert row["status"] == 200
     assert (row["prompt_tokens"], row["completion_tokens"]) == (usage.prompt_tokens, usage.completion_tokens)
-    assert row["cost_nano"] == (usage.prompt_tokens * 3000 * 10**6 + usage.completion_tokens * 15000 * 10**6 + 500_000) // 10**6
+    assert (
+        row["cost_nano"]
+        == (usage.prompt_tokens * 3000 * 10**6 + usage.completion_tokens * 15000 * 10**6 + 500_000) // 10**6
+    )
     assert row["created_at"].tzinfo is not None
 
 

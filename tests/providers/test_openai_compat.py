@@ -48,7 +48,12 @@ def test_renamed_model_and_forced_usage_are_rewritten() -> None:
 
 
 def test_vllm_usage_without_details_and_openai_usage_with_them() -> None:
-    assert from_openai_usage({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": None}).cached_tokens == 0
+    assert (
+        from_openai_usage(
+            {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": None}
+        ).cached_tokens
+        == 0
+    )
     usage = from_openai_usage(
         {
             "prompt_tokens": 2000,
@@ -63,11 +68,39 @@ def test_vllm_usage_without_details_and_openai_usage_with_them() -> None:
 @pytest.mark.parametrize(
     ("status", "headers", "body", "kind", "retryable", "retry_after"),
     [
-        (429, {"retry-after-ms": "1500"}, b'{"error":{"message":"slow down","code":"rate_limit_exceeded"}}', UpstreamRateLimited, True, 1.5),
-        (429, {"retry-after": "3"}, b'{"error":{"message":"quota","code":"insufficient_quota"}}', UpstreamRejected, False, 3.0),
+        (
+            429,
+            {"retry-after-ms": "1500"},
+            b'{"error":{"message":"slow down","code":"rate_limit_exceeded"}}',
+            UpstreamRateLimited,
+            True,
+            1.5,
+        ),
+        (
+            429,
+            {"retry-after": "3"},
+            b'{"error":{"message":"quota","code":"insufficient_quota"}}',
+            UpstreamRejected,
+            False,
+            3.0,
+        ),
         (529, {}, b'{"error":{"message":"overloaded"}}', UpstreamRateLimited, True, None),
-        (400, {}, b'{"error":{"message":"too long","code":"context_length_exceeded"}}', ContextLengthExceeded, False, None),
-        (400, {}, b'{"object":"error","message":"This model\'s maximum context length is 4096 tokens"}', ContextLengthExceeded, False, None),
+        (
+            400,
+            {},
+            b'{"error":{"message":"too long","code":"context_length_exceeded"}}',
+            ContextLengthExceeded,
+            False,
+            None,
+        ),
+        (
+            400,
+            {},
+            b'{"object":"error","message":"This model\'s maximum context length is 4096 tokens"}',
+            ContextLengthExceeded,
+            False,
+            None,
+        ),
         (401, {}, b'{"error":{"message":"bad key"}}', UpstreamRejected, False, None),
         (408, {}, b"", UpstreamTimeout, True, None),
         (500, {}, b"<html>oops</html>", UpstreamUnavailable, True, None),
@@ -75,7 +108,12 @@ def test_vllm_usage_without_details_and_openai_usage_with_them() -> None:
     ],
 )
 async def test_error_classification(
-    status: int, headers: dict[str, str], body: bytes, kind: type[ProviderError], retryable: bool, retry_after: float | None
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    kind: type[ProviderError],
+    retryable: bool,
+    retry_after: float | None,
 ) -> None:
     up = adapter(lambda _: httpx.Response(status, headers=headers, content=body))
     with pytest.raises(kind) as caught:
@@ -118,7 +156,9 @@ async def test_stream_yields_chunks_and_usage_and_sends_auth() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return httpx.Response(200, content=sse(CHUNK, USAGE, b"[DONE]"), headers={"content-type": "text/event-stream"})
+        return httpx.Response(
+            200, content=sse(CHUNK, USAGE, b"[DONE]"), headers={"content-type": "text/event-stream"}
+        )
 
     chunks = [c async for c in adapter(handler).stream(chat(stream=True), Target("up", "m"))]
     assert [c.data for c in chunks] == [CHUNK, USAGE]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.sse import SSEDecoder, ServerSentEvent, encode_data
+from providers.sse import ServerSentEvent, SSEDecoder, encode_data
 
 payload = st.binary(min_size=1, max_size=60).filter(lambda b: b"\n" not in b and b"\r" not in b)
 newline = st.sampled_from([b"\n", b"\r\n", b"\r"])
@@ -28,7 +28,9 @@ def decode_in_pieces(stream: bytes, cuts: list[int]) -> list[ServerSentEvent]:
     cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=30),
     comments=st.booleans(),
 )
-def test_any_split_gives_the_same_events(datas: list[bytes], eol: bytes, cuts: list[int], comments: bool) -> None:
+def test_any_split_gives_the_same_events(
+    datas: list[bytes], eol: bytes, cuts: list[int], comments: bool
+) -> None:
     frames = []
     for data in datas:
         prefix = b": keep-alive" + eol if comments else b""
@@ -39,7 +41,13 @@ def test_any_split_gives_the_same_events(datas: list[bytes], eol: bytes, cuts: l
     assert decode_in_pieces(stream, cuts) == expected
 
 
-@given(st.lists(st.binary(min_size=1, max_size=20).filter(lambda b: b"\n" not in b and b"\r" not in b), min_size=2, max_size=4))
+@given(
+    st.lists(
+        st.binary(min_size=1, max_size=20).filter(lambda b: b"\n" not in b and b"\r" not in b),
+        min_size=2,
+        max_size=4,
+    )
+)
 def test_multi_line_data_is_joined_with_newlines(lines: list[bytes]) -> None:
     stream = b"event: delta\n" + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
     events = decode_in_pieces(stream, [])
