@@ -24,11 +24,12 @@ log = logging.getLogger("tollgate")
 
 
 def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> FastAPI:
-    database_url = resolve_database_url(config.database.url, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    database_url = resolve_database_url(config.database.url, env)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime.start(config, database_url=database_url)
+        runtime = Runtime.start(config, database_url=database_url, environ=env)
         app.state.runtime = runtime
         try:
             yield

@@ -65,6 +65,10 @@ class ModelConfig(Strict):
     deployments: tuple[DeploymentConfig, ...] = ()
     provider: str | None = None
     upstream_model: str | None = None
+    # Models tried, in order, when every deployment of this one has failed.
+    fallbacks: tuple[str, ...] = ()
+    # Overrides `resilience.deadline_seconds` for requests to this model.
+    deadline_seconds: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_way_to_say_where(self) -> ModelConfig:
@@ -93,10 +97,57 @@ class LedgerConfig(Strict):
     flush_interval_ms: int = Field(default=50, gt=0)
 
 
+class RetryConfig(Strict):
+    """Full-jitter exponential backoff: sleep = uniform(0, min(cap, base * 2**retry))."""
+
+    max_attempts: int = Field(default=3, ge=1, description="attempts per deployment, the first included")
+    backoff_base_seconds: float = Field(default=0.25, gt=0)
+    backoff_cap_seconds: float = Field(default=4.0, gt=0)
+    # A longer Retry-After than this means: fall back now rather than wait.
+    max_retry_after_seconds: float = Field(default=30.0, ge=0)
+    # Retries and fallbacks across the gateway stay under this share of recent requests…
+    budget_ratio: float = Field(default=0.2, ge=0)
+    # …plus this many per second, so a quiet gateway can still retry.
+    budget_min_per_second: float = Field(default=2.0, ge=0)
+    budget_window_seconds: float = Field(default=10.0, gt=0)
+
+
+class BreakerConfig(Strict):
+    consecutive_failures: int = Field(default=5, ge=1)
+    error_rate: float = Field(default=0.5, gt=0, le=1)
+    min_requests: int = Field(default=20, ge=1)
+    window_seconds: float = Field(default=30.0, gt=0)
+    cooldown_seconds: float = Field(default=15.0, gt=0)
+
+
+class ResilienceConfig(Strict):
+    deadline_seconds: float = Field(default=300.0, gt=0)
+    first_byte_timeout_seconds: float = Field(default=120.0, gt=0)
+    idempotency_ttl_seconds: float = Field(default=86_400.0, gt=0)
+    retry: RetryConfig = RetryConfig()
+    breaker: BreakerConfig = BreakerConfig()
+
+
+class StateConfig(Strict):
+    """Where replicas share rate limits, budgets, breakers and idempotency keys."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    redis_url: str | None = None
+    prefix: str = "tollgate:"
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StateConfig:
+        if self.backend == "redis" and not self.redis_url:
+            raise ValueError("backend 'redis' needs 'redis_url'")
+        return self
+
+
 class Config(Strict):
     server: ServerConfig = ServerConfig()
     database: DatabaseConfig = DatabaseConfig()
     ledger: LedgerConfig = LedgerConfig()
+    resilience: ResilienceConfig = ResilienceConfig()
+    state: StateConfig = StateConfig()
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
     aliases: dict[str, str] = Field(default_factory=dict)

@@ -62,7 +62,7 @@ def format_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("OpenAICompatibleProvider", "function-after[_one_way_to_say_where()]"):
+        elif part in ("OpenAICompatibleProvider",) or str(part).startswith("function-after["):
             continue
         elif part in ("openai", "vllm", "openai_compatible") and out.startswith("providers."):
             continue  # pydantic's discriminator tag, not a YAML key
@@ -98,6 +98,13 @@ def _check_references(config: Config, source: str) -> None:
                 where = f"models.{name}." + ("provider" if model.provider else f"deployments[{i}].provider")
                 known = ", ".join(sorted(config.providers)) or "none"
                 raise ConfigError(f"{source}: {where}: unknown provider '{provider}' (known: {known})")
+        for i, fallback in enumerate(model.fallbacks):
+            if fallback not in config.models:
+                raise ConfigError(f"{source}: models.{name}.fallbacks[{i}]: unknown model '{fallback}'")
+            if fallback == name:
+                raise ConfigError(
+                    f"{source}: models.{name}.fallbacks[{i}]: a model cannot fall back to itself"
+                )
     for alias, target in config.aliases.items():
         if target not in config.models:
             raise ConfigError(f"{source}: aliases.{alias}: unknown model '{target}'")

@@ -14,6 +14,11 @@ class Deployment:
     target: Target
     price: Price | None
 
+    @property
+    def key(self) -> str:
+        """Names this deployment in breaker state and in the ledger: `provider/upstream-model`."""
+        return f"{self.target.provider}/{self.target.upstream_model}"
+
 
 @dataclass(frozen=True, slots=True)
 class Model:
@@ -22,6 +27,8 @@ class Model:
     context_window: int
     deployments: tuple[Deployment, ...]
     owned_by: str
+    fallbacks: tuple[str, ...] = ()
+    deadline_seconds: float | None = None
 
 
 class ModelRegistry:
@@ -46,6 +53,8 @@ class ModelRegistry:
                     for d in deployments
                 ),
                 owned_by=deployments[0].provider,
+                fallbacks=spec.fallbacks,
+                deadline_seconds=spec.deadline_seconds,
             )
         self._lookup = dict(self._models)
         for alias, target in config.aliases.items():
@@ -54,6 +63,11 @@ class ModelRegistry:
 
     def resolve(self, name: str) -> Model | None:
         return self._lookup.get(name)
+
+    def chain(self, model: Model) -> list[tuple[Model, Deployment]]:
+        """Every deployment to try, in order: the model's own, then each fallback model's."""
+        models = [model, *(self._models[name] for name in model.fallbacks)]
+        return [(m, d) for m in models for d in m.deployments]
 
     def public_names(self) -> list[tuple[str, Model]]:
         """Every name a client may ask for: the models, then the aliases."""

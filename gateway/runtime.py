@@ -1,10 +1,12 @@
-"""What a running gateway holds: config, model registry, adapters, HTTP pool, database and ledger.
+"""What a running gateway holds: config, model registry, adapters, HTTP pool, shared state,
+the executor, database and ledger.
 
 Created in the app's lifespan and reached through `app.state.runtime`; never a module global.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -13,9 +15,26 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gateway.accounting.writer import LedgerWriter
 from gateway.config import Config
 from gateway.database import create_engine
+from gateway.executor import Executor
 from gateway.models import ModelRegistry
+from gateway.resilience.breaker import CircuitBreakers
+from gateway.resilience.budget import RetryBudget
+from gateway.resilience.idempotency import IdempotencyKeys
+from gateway.state.memory import MemoryStateStore
+from gateway.state.redis_store import RedisStateStore
+from gateway.state.store import StateStore
 from gateway.upstreams import build_adapters, create_http_client
 from providers.adapter import Adapter
+
+REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
+
+
+def create_state_store(config: Config, environ: Mapping[str, str]) -> StateStore:
+    """Redis when configured (or TOLLGATE_REDIS_URL is set), else this process's memory."""
+    url = environ.get(REDIS_URL_ENV) or (config.state.redis_url if config.state.backend == "redis" else None)
+    if url:
+        return RedisStateStore.from_url(url, prefix=config.state.prefix)
+    return MemoryStateStore()
 
 
 @dataclass(slots=True)
@@ -24,11 +43,14 @@ class Runtime:
     registry: ModelRegistry
     adapters: dict[str, Adapter]
     http: httpx.AsyncClient
+    store: StateStore
+    executor: Executor
+    idempotency: IdempotencyKeys
     engine: AsyncEngine
     ledger: LedgerWriter
 
     @classmethod
-    def start(cls, config: Config, *, database_url: str) -> Runtime:
+    def start(cls, config: Config, *, database_url: str, environ: Mapping[str, str]) -> Runtime:
         http = create_http_client()
         engine = create_engine(database_url)
         ledger = LedgerWriter(
@@ -37,11 +59,25 @@ class Runtime:
             flush_interval=config.ledger.flush_interval_ms / 1000,
         )
         ledger.start()
+        registry = ModelRegistry(config)
+        adapters = build_adapters(config, http)
+        store = create_state_store(config, environ)
+        resilience = config.resilience
+        executor = Executor(
+            registry=registry,
+            adapters=adapters,
+            breakers=CircuitBreakers(store, resilience.breaker),
+            budget=RetryBudget(store, resilience.retry),
+            config=resilience,
+        )
         return cls(
             config=config,
-            registry=ModelRegistry(config),
-            adapters=build_adapters(config, http),
+            registry=registry,
+            adapters=adapters,
             http=http,
+            store=store,
+            executor=executor,
+            idempotency=IdempotencyKeys(store, ttl=resilience.idempotency_ttl_seconds),
             engine=engine,
             ledger=ledger,
         )
@@ -51,4 +87,5 @@ class Runtime:
         for adapter in self.adapters.values():
             await adapter.aclose()
         await self.http.aclose()
+        await self.store.aclose()
         await self.engine.dispose()

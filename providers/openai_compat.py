@@ -72,11 +72,29 @@ def from_openai_chunk(data: bytes) -> StreamChunk:
     if "error" in obj:
         raise _stream_error(obj["error"])
     usage = obj.get("usage")
+    choices = obj.get("choices")
+    chars = 0
+    if choices:
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict):
+                chars += len(delta.get("content") or "") + _tool_chars(delta.get("tool_calls"))
     return StreamChunk(
         data=data,
         usage=from_openai_usage(usage) if usage else None,
-        usage_only=bool(usage) and not obj.get("choices"),
+        usage_only=bool(usage) and not choices,
         model=obj.get("model"),
+        content_chars=chars,
+    )
+
+
+def _tool_chars(tool_calls: Any) -> int:
+    if not isinstance(tool_calls, list):
+        return 0
+    return sum(
+        len(str((call.get("function") or {}).get("arguments") or ""))
+        for call in tool_calls
+        if isinstance(call, dict)
     )
 
 

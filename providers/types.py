@@ -90,3 +90,5 @@ class StreamChunk:
     usage: Usage | None = None
     usage_only: bool = False
     model: str | None = None
+    # Characters of generated text in this chunk: what a broken stream is billed from.
+    content_chars: int = 0

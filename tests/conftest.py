@@ -36,11 +36,14 @@ def vllm_upstream() -> Iterator[SandboxServer]:
 
 @pytest.fixture(autouse=True)
 def _clean_upstreams(request: pytest.FixtureRequest) -> None:
-    """Faults and request logs never leak from one test into the next."""
+    """Faults, request logs and breaker state never leak from one test into the next."""
     for name in ("openai_upstream", "vllm_upstream"):
         if name in request.fixturenames:
             server: SandboxServer = request.getfixturevalue(name)
             httpx.post(server.base_url + "/_sandbox/reset").raise_for_status()
+    if "gateway" in request.fixturenames:
+        gateway: GatewayServer = request.getfixturevalue("gateway")
+        gateway.reset_state()
 
 
 def gateway_config(database_url: str, openai_url: str, vllm_url: str, **overrides: Any) -> Config:
@@ -48,6 +51,8 @@ def gateway_config(database_url: str, openai_url: str, vllm_url: str, **override
         "database": {"url": database_url, "auto_migrate": False},
         "ledger": {"flush_interval_ms": 5},
         "server": {"max_body_bytes": 256 * 1024},
+        # Short backoff so fault tests run fast; the jitter bounds are asserted against these.
+        "resilience": {"retry": {"backoff_base_seconds": 0.05, "backoff_cap_seconds": 0.4}},
         "providers": {
             "openai": {"type": "openai", "base_url": openai_url + "/v1", "api_key": "sk-upstream"},
             "local": {"type": "vllm", "base_url": vllm_url + "/v1"},

@@ -15,6 +15,7 @@ from gateway.app import create_app
 from gateway.config import Config
 from gateway.runtime import Runtime
 from gateway.sandbox_launcher import free_port
+from gateway.state.memory import MemoryStateStore
 
 T = TypeVar("T")
 
@@ -55,6 +56,12 @@ class GatewayServer:
     def runtime(self) -> Runtime:
         runtime: Runtime = self.app.state.runtime
         return runtime
+
+    def reset_state(self) -> None:
+        """Forget breaker, budget and idempotency state (the in-memory store only)."""
+        store = self.runtime.store
+        assert isinstance(store, MemoryStateStore), "reset_state is for the in-memory store"
+        self.call(store.aclose())
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 15.0) -> T:
         """Run a coroutine on the server's own loop (the engine and ledger live there)."""

@@ -41,6 +41,11 @@ class RequestRecord:
     cost_nano: int = 0
     price_source: str | None = None
     attempts: int = 0
+    deployments_tried: str | None = None
+    fallback_used: bool = False
+    usage_estimated: bool = False
+    cache_status: str | None = None
+    idempotency_key: str | None = None
 
     @classmethod
     def begin(cls, *, id: str, client_request_id: str | None, stream: bool) -> RequestRecord:

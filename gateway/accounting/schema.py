@@ -13,6 +13,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 metadata = MetaData()
@@ -44,4 +45,9 @@ requests = Table(
     Column("cost_nano", BigInteger, nullable=False),
     Column("price_source", String(64), nullable=True),
     Column("attempts", Integer, nullable=False),
+    Column("deployments_tried", Text, nullable=True),
+    Column("fallback_used", Boolean, nullable=False, server_default=false()),
+    Column("usage_estimated", Boolean, nullable=False, server_default=false()),
+    Column("cache_status", String(32), nullable=True),
+    Column("idempotency_key", String(255), nullable=True),
 )

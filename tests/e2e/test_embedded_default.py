@@ -16,6 +16,16 @@ import pytest
 
 from gateway.sandbox_launcher import free_port
 
+def latest_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    import migrations
+
+    head = ScriptDirectory(str(Path(migrations.__file__).parent)).get_current_head()
+    assert head is not None
+    return head
+
+
 KEYS = ("OPENAI_API_KEY", "TOLLGATE_VLLM_URL", "TOLLGATE_DATABASE_URL", "TOLLGATE_CONFIG")
 
 
@@ -101,4 +111,4 @@ def test_migrate_command(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "migrated sqlite+aiosqlite:///" in result.stdout
     with sqlite3.connect(tmp_path / "m.db") as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+        assert db.execute("SELECT version_num FROM alembic_version").fetchone() == (latest_revision(),)

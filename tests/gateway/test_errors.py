@@ -140,46 +140,54 @@ def test_upstream_unreachable_is_502_and_recorded(client: openai.OpenAI, gateway
     assert (row["status"], row["error_type"], row["provider"]) == (502, "upstream_unreachable", "dead")
 
 
-def test_upstream_hang_is_504_after_the_provider_timeout(
+def fault(upstream: SandboxServer, *rules: dict[str, object]) -> None:
+    httpx.post(upstream.base_url + "/_sandbox/faults", json=list(rules)).raise_for_status()
+
+
+def test_upstream_hang_is_504_after_every_attempt_timed_out(
     client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
 ) -> None:
-    httpx.post(openai_upstream.base_url + "/_sandbox/faults", json=[{"kind": "timeout", "seconds": 5}])
+    fault(openai_upstream, {"kind": "timeout", "seconds": 5, "count": -1})
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(model="sluggish", messages=HELLO)
     assert caught.value.status_code == 504
+    assert caught.value.response.headers["x-tollgate-attempts"] == "3"
     row = gateway.ledger_row(caught.value.response.headers["x-request-id"])
-    assert row["error_type"] == "upstream_timeout"
-    assert 400 <= row["latency_ms"] < 3000
+    assert (row["error_type"], row["attempts"]) == ("upstream_timeout", 3)
+    assert 1500 <= row["latency_ms"] < 3500  # three 0.5 s attempts and two short backoffs
 
 
-def test_upstream_rate_limit_passes_retry_after(
+def test_upstream_rate_limit_beyond_what_we_wait_passes_retry_after(
     client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
 ) -> None:
-    httpx.post(
-        openai_upstream.base_url + "/_sandbox/faults",
-        json=[{"kind": "status", "status": 429, "retry_after": 7}],
-    )
+    fault(openai_upstream, {"kind": "status", "status": 429, "retry_after": 90})
     with pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(model="gpt-4o-mini", messages=HELLO)
-    assert caught.value.response.headers["retry-after"] == "7"
-    assert gateway.ledger_row(caught.value.response.headers["x-request-id"])["status"] == 429
+    assert caught.value.response.headers["retry-after"] == "90"
+    row = gateway.ledger_row(caught.value.response.headers["x-request-id"])
+    assert (row["status"], row["attempts"]) == (429, 1)
 
 
 def test_upstream_5xx_before_stream_starts_is_an_http_error(
     client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
 ) -> None:
-    httpx.post(openai_upstream.base_url + "/_sandbox/faults", json=[{"kind": "status", "status": 503}])
+    fault(openai_upstream, {"kind": "status", "status": 503, "count": -1})
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(model="gpt-4o-mini", messages=HELLO, stream=True)
     assert caught.value.status_code == 502
     row = gateway.ledger_row(caught.value.response.headers["x-request-id"])
-    assert (row["status"], row["stream"], row["error_type"]) == (502, True, "upstream_unavailable")
+    assert (row["status"], row["stream"], row["error_type"], row["attempts"]) == (
+        502,
+        True,
+        "upstream_unavailable",
+        3,
+    )
 
 
 def test_mid_stream_drop_ends_with_an_error_event_and_a_row(
     gateway: GatewayServer, openai_upstream: SandboxServer
 ) -> None:
-    httpx.post(openai_upstream.base_url + "/_sandbox/faults", json=[{"kind": "drop_after", "chunks": 2}])
+    fault(openai_upstream, {"kind": "drop_after", "chunks": 2})
     body = b'{"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "hello"}]}'
     with httpx.stream(
         "POST",
@@ -193,6 +201,10 @@ def test_mid_stream_drop_ends_with_an_error_event_and_a_row(
     assert '"error"' in events[-1] and "[DONE]" not in events[-1]
     row = gateway.ledger_row(request_id)
     assert row["status"] == 502 and row["error_type"] in ("upstream_unreachable", "upstream_bad_response")
+    # The upstream never sent usage: the row bills an estimate of what was generated, and says so.
+    assert row["usage_estimated"] is True
+    assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["cost_nano"] > 0
+    assert row["attempts"] == 1
 
 
 def test_unknown_route_is_openai_shaped_404(gateway: GatewayServer) -> None:

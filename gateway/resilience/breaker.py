@@ -1,0 +1,79 @@
+"""Circuit breakers per deployment, in the `StateStore` so replicas sharing Redis share them.
+
+Closed → open after `consecutive_failures` in a row, or an error rate over `error_rate` with at
+least `min_requests` in the window. Open → half-open after `cooldown_seconds`: one probe at a time
+goes through; its success closes the breaker, its failure opens it for another cooldown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from gateway.config import BreakerConfig
+from gateway.state.store import StateStore
+
+_BUCKETS = 6
+
+
+class CircuitBreakers:
+    def __init__(
+        self, store: StateStore, config: BreakerConfig, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._bucket_seconds = config.window_seconds / _BUCKETS
+        self._clock = clock
+
+    def _bucket(self) -> int:
+        return int(self._clock() / self._bucket_seconds)
+
+    async def allow(self, key: str) -> bool:
+        opened = await self._store.get(f"cb:{key}:open")
+        if opened is None:
+            return True
+        if float(opened) > self._clock():
+            return False
+        # Cooled down: half-open. Exactly one caller wins the probe until it reports back.
+        return await self._store.set_if_absent(f"cb:{key}:probe", b"1", ttl=self._config.cooldown_seconds)
+
+    async def is_open(self, key: str) -> bool:
+        opened = await self._store.get(f"cb:{key}:open")
+        return opened is not None and float(opened) > self._clock()
+
+    async def record_success(self, key: str) -> None:
+        await self._store.incr(f"cb:{key}:req:{self._bucket()}", ttl=self._config.window_seconds * 2)
+        if await self._store.get(f"cb:{key}:consec") is not None:
+            await self._store.delete(f"cb:{key}:consec")
+        if await self._store.get(f"cb:{key}:open") is not None:
+            await self._store.delete(f"cb:{key}:open")
+            await self._store.delete(f"cb:{key}:probe")
+
+    async def record_failure(self, key: str) -> None:
+        config = self._config
+        ttl = config.window_seconds * 2
+        bucket = self._bucket()
+        consecutive = await self._store.incr(f"cb:{key}:consec", ttl=ttl)
+        await self._store.incr(f"cb:{key}:req:{bucket}", ttl=ttl)
+        await self._store.incr(f"cb:{key}:fail:{bucket}", ttl=ttl)
+        half_open = await self._store.get(f"cb:{key}:probe") is not None
+        if (
+            half_open
+            or consecutive >= config.consecutive_failures
+            or await self._error_rate_tripped(key, bucket)
+        ):
+            await self._open(key)
+
+    async def _error_rate_tripped(self, key: str, bucket: int) -> bool:
+        window = [bucket - i for i in range(_BUCKETS)]
+        requests = await self._store.get_many([f"cb:{key}:req:{b}" for b in window])
+        failures = await self._store.get_many([f"cb:{key}:fail:{b}" for b in window])
+        total = sum(int(v) for v in requests if v is not None)
+        failed = sum(int(v) for v in failures if v is not None)
+        return total >= self._config.min_requests and failed / total >= self._config.error_rate
+
+    async def _open(self, key: str) -> None:
+        until = self._clock() + self._config.cooldown_seconds
+        # Kept well past the cooldown so the half-open state is remembered until a probe succeeds.
+        await self._store.set(f"cb:{key}:open", repr(until).encode(), ttl=self._config.cooldown_seconds * 20)
+        await self._store.delete(f"cb:{key}:probe")

@@ -1,0 +1,141 @@
+"""The Anthropic Messages adapter: translate, POST `/v1/messages`, map failures, decode the stream."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import httpx
+import orjson
+
+from providers.adapter import CHAT, STREAM
+from providers.anthropic.errors import error_from_response
+from providers.anthropic.stream import AnthropicStreamDecoder
+from providers.anthropic.translate import from_anthropic_response, from_anthropic_usage, to_anthropic_request
+from providers.errors import ProviderError, UpstreamBadResponse
+from providers.openai_compat import error_from_exception
+from providers.sse import ServerSentEvent, SSEDecoder
+from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+
+class AnthropicAdapter:
+    """Chat completions served by Anthropic's Messages API, answered in OpenAI's shape.
+
+    `max_tokens` is required upstream: when the client sends none, the model's entry in
+    `max_tokens_by_model` (its output limit, from config) is used, else `default_max_tokens`.
+    """
+
+    capabilities = frozenset({CHAT, STREAM})
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        client: httpx.AsyncClient,
+        base_url: str = "https://api.anthropic.com",
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens_by_model: Mapping[str, int] | None = None,
+    ) -> None:
+        self.name = name
+        self._client = client
+        total = timeout or 600.0
+        self._timeout = httpx.Timeout(total, connect=min(10.0, total))
+        root = base_url.rstrip("/")
+        self._url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
+        self._headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        self._headers.update(headers or {})
+        if api_key:
+            self._headers["x-api-key"] = api_key
+        self._default_max_tokens = default_max_tokens
+        self._max_tokens_by_model = dict(max_tokens_by_model or {})
+
+    def _payload(self, request: ChatRequest, target: Target, *, stream: bool) -> bytes:
+        model = target.upstream_model
+        default = self._max_tokens_by_model.get(model, self._default_max_tokens)
+        try:
+            body = to_anthropic_request(request.body, model=model, default_max_tokens=default)
+        except ProviderError as exc:
+            exc.provider = self.name
+            raise
+        if stream:
+            body["stream"] = True
+        return orjson.dumps(body)
+
+    async def complete(self, request: ChatRequest, target: Target) -> Completion:
+        content = self._payload(request, target, stream=False)
+        try:
+            response = await self._client.post(
+                self._url, content=content, headers=self._headers, timeout=self._timeout
+            )
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        if response.status_code >= 400:
+            raise error_from_response(
+                response.status_code, response.headers, response.content, provider=self.name
+            )
+        obj = self._parse(response.content)
+        try:
+            body = from_anthropic_response(obj, created=int(time.time()))
+        except ProviderError as exc:
+            exc.provider = self.name
+            raise
+        return Completion(
+            body=orjson.dumps(body), usage=from_anthropic_usage(obj.get("usage")), model=body["model"]
+        )
+
+    async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
+        content = self._payload(request, target, stream=True)
+        upstream = self._client.build_request(
+            "POST", self._url, content=content, headers=self._headers, timeout=self._timeout
+        )
+        try:
+            response = await self._client.send(upstream, stream=True)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        try:
+            if response.status_code >= 400:
+                body = await response.aread()
+                raise error_from_response(response.status_code, response.headers, body, provider=self.name)
+            decoder = AnthropicStreamDecoder(
+                model=target.upstream_model, created=int(time.time()), provider=self.name
+            )
+            sse = SSEDecoder()
+            async for raw in response.aiter_bytes():
+                for event in sse.feed(raw):
+                    for chunk in self._decode(decoder, event):
+                        yield chunk
+            for event in sse.flush():
+                for chunk in self._decode(decoder, event):
+                    yield chunk
+            if not decoder.done:
+                raise UpstreamBadResponse(
+                    f"{self.name} ended the stream without message_stop", provider=self.name
+                )
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        finally:
+            await response.aclose()
+
+    def _decode(self, decoder: AnthropicStreamDecoder, event: ServerSentEvent) -> list[StreamChunk]:
+        return decoder.feed(event.event, self._parse(event.data))
+
+    def _parse(self, data: bytes) -> Any:
+        try:
+            obj: JSON = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamBadResponse(
+                f"{self.name} sent a body that is not JSON", provider=self.name
+            ) from exc
+        if not isinstance(obj, dict):
+            raise UpstreamBadResponse(f"{self.name} sent JSON that is not an object", provider=self.name)
+        return obj
+
+    async def aclose(self) -> None:
+        """The HTTP client is shared and owned by the app; nothing of ours to close."""

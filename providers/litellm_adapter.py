@@ -1,0 +1,281 @@
+"""The long tail (Bedrock, Vertex AI, Cohere, ...) through LiteLLM's SDK, imported on first use only.
+
+litellm is an optional extra, heavy to import: nothing here imports it at module import time, and it
+is loaded with `LITELLM_LOCAL_MODEL_COST_MAP=True` so it never fetches a price map over the network.
+Its exceptions are recognised by class name, so this module type-checks and imports without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import orjson
+
+from providers.adapter import CHAT, EMBEDDINGS, STREAM
+from providers.errors import (
+    ContextLengthExceeded,
+    ProviderError,
+    UpstreamBadResponse,
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    UpstreamUnreachable,
+    parse_retry_after,
+)
+from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
+
+# litellm exception class name -> what it means here; the most specific class in the MRO wins, so
+# ContextWindowExceededError (a BadRequestError) and Timeout (an APIConnectionError) come out right.
+ERROR_KINDS = {
+    "ContextWindowExceededError": "context",
+    "RateLimitError": "rate_limited",
+    "Timeout": "timeout",
+    "APITimeoutError": "timeout",
+    "APIConnectionError": "unreachable",
+    "ServiceUnavailableError": "unavailable",
+    "InternalServerError": "unavailable",
+    "BadGatewayError": "unavailable",
+    "AuthenticationError": "auth",
+    "PermissionDeniedError": "auth",
+    "BadRequestError": "rejected",
+    "NotFoundError": "rejected",
+    "UnprocessableEntityError": "rejected",
+    "ContentPolicyViolationError": "rejected",
+    "UnsupportedParamsError": "rejected",
+}
+
+# Keys of the client's body that the adapter sets itself.
+_OWN_KEYS = frozenset({"model", "messages", "stream", "stream_options"})
+
+
+def load_litellm() -> Any:
+    """Import litellm now, never from the network's price map."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return importlib.import_module("litellm")
+
+
+def litellm_installed() -> bool:
+    if "litellm" in sys.modules:
+        return True
+    return importlib.util.find_spec("litellm") is not None
+
+
+class LiteLLMAdapter:
+    """Chat completions, streams and embeddings through `litellm.acompletion` / `aembedding`.
+
+    `model_prefix` is LiteLLM's provider route (`bedrock`, `vertex_ai`, `cohere`, ...), prepended to
+    the upstream model id unless it is already there; `extra` goes to every call (e.g. `aws_region_name`,
+    `vertex_project`, `drop_params`).
+    """
+
+    capabilities = frozenset({CHAT, STREAM, EMBEDDINGS})
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model_prefix: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not litellm_installed():
+            raise RuntimeError(
+                f"provider {name!r} needs litellm, which is not installed (pip install litellm)"
+            )
+        self.name = name
+        self._prefix = model_prefix.strip("/") if model_prefix else None
+        self._options: JSON = dict(extra or {})
+        if api_key:
+            self._options["api_key"] = api_key
+        if base_url:
+            self._options["api_base"] = base_url
+        if timeout:
+            self._options["timeout"] = timeout
+
+    def _model(self, target: Target) -> str:
+        model = target.upstream_model
+        if self._prefix and not model.startswith(self._prefix + "/"):
+            return f"{self._prefix}/{model}"
+        return model
+
+    def _chat_kwargs(self, request: ChatRequest, target: Target, *, stream: bool) -> JSON:
+        params = {key: value for key, value in request.body.items() if key not in _OWN_KEYS}
+        kwargs: JSON = {**params, **self._options}
+        kwargs.update(model=self._model(target), messages=request.messages, stream=stream)
+        if stream:
+            kwargs["stream_options"] = {"include_usage": True}
+        return kwargs
+
+    async def complete(self, request: ChatRequest, target: Target) -> Completion:
+        litellm = load_litellm()
+        try:
+            response = await litellm.acompletion(**self._chat_kwargs(request, target, stream=False))
+        except Exception as exc:
+            raise error_from_litellm(exc, provider=self.name) from exc
+        body = to_dict(response, provider=self.name)
+        body["object"] = "chat.completion"
+        model = str(body.get("model") or target.upstream_model)
+        return Completion(body=dump(body), usage=from_litellm_usage(body.get("usage")), model=model)
+
+    async def embed(self, request: EmbeddingRequest, target: Target) -> Completion:
+        litellm = load_litellm()
+        params = {key: value for key, value in request.body.items() if key != "model"}
+        try:
+            response = await litellm.aembedding(**{**params, **self._options, "model": self._model(target)})
+        except Exception as exc:
+            raise error_from_litellm(exc, provider=self.name) from exc
+        body = to_dict(response, provider=self.name)
+        model = str(body.get("model") or target.upstream_model)
+        return Completion(body=dump(body), usage=from_litellm_usage(body.get("usage")), model=model)
+
+    async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
+        litellm = load_litellm()
+        try:
+            response = await litellm.acompletion(**self._chat_kwargs(request, target, stream=True))
+        except Exception as exc:
+            raise error_from_litellm(exc, provider=self.name) from exc
+        chunks = LiteLLMStreamNormalizer(model=target.upstream_model, provider=self.name)
+        try:
+            async for chunk in response:
+                out = chunks.feed(to_dict(chunk, provider=self.name))
+                if out is not None:
+                    yield out
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise error_from_litellm(exc, provider=self.name) from exc
+        finally:
+            close = getattr(response, "aclose", None)
+            if close is not None:
+                await close()
+        yield chunks.finish()
+
+    async def aclose(self) -> None:
+        """litellm keeps its own module-level clients; nothing of ours to close."""
+
+
+class LiteLLMStreamNormalizer:
+    """LiteLLM's chunks held to the stream contract: one id and `created` throughout, usage removed
+    from content chunks and sent once at the end in a usage-only chunk."""
+
+    def __init__(self, *, model: str, provider: str = "") -> None:
+        self.model = model
+        self.provider = provider
+        self._id: str | None = None
+        self._created = 0
+        self._usage: Any = None
+
+    def feed(self, chunk: JSON) -> StreamChunk | None:
+        usage = chunk.pop("usage", None)
+        if usage:
+            self._usage = usage
+        if self._id is None:
+            self._id = str(chunk.get("id") or "")
+            self._created = int(chunk.get("created") or 0)
+            self.model = str(chunk.get("model") or self.model)
+        if not chunk.get("choices"):
+            return None
+        chunk.update(id=self._id, created=self._created, object="chat.completion.chunk")
+        chunk.setdefault("model", self.model)
+        return StreamChunk(data=dump(chunk), model=self.model)
+
+    def finish(self) -> StreamChunk:
+        usage = from_litellm_usage(self._usage)
+        body: JSON = {
+            "id": self._id or "",
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self.model,
+            "choices": [],
+            "usage": self._usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
+        return StreamChunk(data=dump(body), usage=usage, usage_only=True, model=self.model)
+
+
+def from_litellm_usage(usage: Any) -> Usage:
+    """LiteLLM's OpenAI-shaped usage; Anthropic cache writes may only appear as its own extra field."""
+    if not isinstance(usage, dict):
+        return Usage()
+    prompt = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        cached_tokens=int(prompt.get("cached_tokens") or usage.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(
+            prompt.get("cache_write_tokens") or usage.get("cache_creation_input_tokens") or 0
+        ),
+        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
+        raw=usage,
+    )
+
+
+def error_from_litellm(exc: Exception, *, provider: str) -> ProviderError:
+    """Every litellm failure, classified by exception class name, then by status code."""
+    kind = next((ERROR_KINDS[c.__name__] for c in type(exc).__mro__ if c.__name__ in ERROR_KINDS), None)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    if kind is None and status is not None:
+        kind = (
+            "rate_limited" if status in (429, 529) else "rejected" if 400 <= status < 500 else "unavailable"
+        )
+    text = f"{provider} (litellm) {type(exc).__name__}: {exc}"
+    common: dict[str, Any] = {
+        "provider": provider,
+        "upstream_status": status,
+        "retry_after": _retry_after(exc),
+    }
+    if kind == "context":
+        return ContextLengthExceeded(text, status=400, **common)
+    if kind == "rate_limited":
+        return UpstreamRateLimited(text, **common)
+    if kind == "timeout":
+        return UpstreamTimeout(text, **common)
+    if kind == "unreachable":
+        return UpstreamUnreachable(text, **common)
+    if kind == "auth":
+        return UpstreamRejected(text, status=502, code="upstream_auth_failed", **common)
+    if kind == "rejected":
+        return UpstreamRejected(text, status=status if status and 400 <= status < 500 else 400, **common)
+    if kind == "unavailable":
+        return UpstreamUnavailable(text, **common)
+    return UpstreamBadResponse(text, **common)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None or not hasattr(headers, "get"):
+        return None
+    value = headers.get("retry-after")
+    return parse_retry_after(str(value)) if value is not None else None
+
+
+def to_dict(obj: Any, *, provider: str) -> JSON:
+    """A litellm response object (pydantic) as a plain dict."""
+    if hasattr(obj, "model_dump"):
+        obj = obj.model_dump()
+    if not isinstance(obj, dict):
+        raise UpstreamBadResponse(
+            f"{provider} (litellm) answered with {type(obj).__name__}", provider=provider
+        )
+    return obj
+
+
+def dump(obj: JSON) -> bytes:
+    return orjson.dumps(obj, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    return str(value)
