@@ -162,7 +162,9 @@ class Executor:
                 remaining=deadline - time.monotonic(),
                 rand=self._rand,
             )
-            if delay is None or not await self._budget.try_spend():
+            if delay is None or await self._breakers.is_open(deployment.key):
+                return False  # waiting would not fit, or this deployment has just been cut off
+            if not await self._budget.try_spend():
                 return False
             retries.count += 1
             retries.delay = delay

@@ -71,6 +71,27 @@ def gateway_config(database_url: str, openai_url: str, vllm_url: str, **override
             "ghost": {"provider": "dead", "price": PRICE},
             "sluggish": {"provider": "slow", "price": PRICE},
             "unpriced": {"provider": "openai"},
+            # Fallback chains for the resilience tests.
+            "resilient": {
+                "provider": "openai",
+                "upstream_model": "resilient-upstream",
+                "price": PRICE,
+                "fallbacks": ["llama"],
+            },
+            "ghost-with-fallback": {"provider": "dead", "price": PRICE, "fallbacks": ["gpt-4o-mini"]},
+            "small-window": {
+                "provider": "openai",
+                "context_window": 8_000,
+                "price": PRICE,
+                "fallbacks": ["same-window", "big-window"],
+            },
+            "same-window": {"provider": "openai", "context_window": 8_000, "price": PRICE},
+            "big-window": {
+                "provider": "local",
+                "upstream_model": "long-context",
+                "context_window": 200_000,
+                "price": PRICE,
+            },
         },
         "aliases": {"smart": "gpt-4o-mini"},
     }
