@@ -185,7 +185,7 @@ class LiteLLMStreamNormalizer:
             return None
         chunk.update(id=self._id, created=self._created, object="chat.completion.chunk")
         chunk.setdefault("model", self.model)
-        return StreamChunk(data=dump(chunk), model=self.model)
+        return StreamChunk(data=dump(chunk), model=self.model, content_chars=_generated_chars(chunk))
 
     def finish(self) -> StreamChunk:
         usage = from_litellm_usage(self._usage)
@@ -198,6 +198,17 @@ class LiteLLMStreamNormalizer:
             "usage": self._usage or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
         return StreamChunk(data=dump(body), usage=usage, usage_only=True, model=self.model)
+
+
+def _generated_chars(chunk: JSON) -> int:
+    """Text, reasoning and tool-call argument characters: what a broken stream is billed from."""
+    chars = 0
+    for choice in chunk.get("choices") or ():
+        delta = (choice.get("delta") if isinstance(choice, dict) else None) or {}
+        chars += len(delta.get("content") or "") + len(delta.get("reasoning_content") or "")
+        for call in delta.get("tool_calls") or ():
+            chars += len(((call or {}).get("function") or {}).get("arguments") or "")
+    return chars
 
 
 def from_litellm_usage(usage: Any) -> Usage:

@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 
 from providers.anthropic.errors import invalid_parameter
+from providers.errors import UpstreamBadResponse
+from providers.openai_compat import from_openai_usage
 from providers.sse import encode_event
 from providers.types import JSON, Usage
 
@@ -97,7 +99,7 @@ def _from_message(message: Any) -> list[JSON]:
             converted = _from_parts(result)
             if not isinstance(converted, str):
                 parts += [part for part in converted if part["type"] != "text"]
-                converted = [part for part in converted if part["type"] == "text"]
+                converted = [part for part in converted if part["type"] == "text"] or ""
             tool: JSON = {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": converted}
             if block.get("cache_control"):
                 tool["cache_control"] = block["cache_control"]
@@ -188,7 +190,7 @@ def to_anthropic_response(completion: Any, *, model: str, usage: Usage | None = 
     """An Anthropic `message` for an OpenAI `chat.completion` (first choice); `usage` overrides the body's."""
     choices = completion.get("choices") if isinstance(completion, dict) else None
     if not choices:
-        raise ValueError("an OpenAI chat.completion with at least one choice is needed")
+        raise UpstreamBadResponse("the answer to re-encode for Anthropic has no choices")
     message = choices[0].get("message") or {}
     blocks: list[JSON] = []
     text = _text_of(message.get("content"))
@@ -227,18 +229,6 @@ def _to_tool_use(call: JSON) -> JSON:
         "name": function.get("name") or "",
         "input": arguments,
     }
-
-
-def from_openai_usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
-        return Usage()
-    details = usage.get("prompt_tokens_details") or {}
-    return Usage(
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        cached_tokens=int(details.get("cached_tokens") or 0),
-        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
-    )
 
 
 def to_anthropic_usage(usage: Usage) -> JSON:

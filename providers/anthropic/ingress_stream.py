@@ -9,13 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.anthropic.ingress import (
-    STOP_REASONS,
-    Event,
-    from_openai_usage,
-    to_anthropic_error,
-    to_anthropic_usage,
-)
+from providers.anthropic.ingress import STOP_REASONS, Event, to_anthropic_error, to_anthropic_usage
+from providers.openai_compat import from_openai_usage
 from providers.types import JSON, Usage
 
 

@@ -31,8 +31,17 @@ class AnthropicStreamDecoder:
         self._usage: JSON = {}
         self._tool_index: dict[int, int] = {}  # Anthropic block index -> OpenAI tool_calls index
         self._finished = False
+        self._pending_chars = 0  # generated characters not yet attached to a chunk
 
     def feed(self, event: str | None, data: Any) -> list[StreamChunk]:
+        chunks = self._dispatch(event, data)
+        if chunks and self._pending_chars:
+            # Thinking text is never shown, but a broken stream is billed from generated characters.
+            chunks[0].content_chars += self._pending_chars
+            self._pending_chars = 0
+        return chunks
+
+    def _dispatch(self, event: str | None, data: Any) -> list[StreamChunk]:
         kind = data.get("type") if isinstance(data, dict) else None
         kind = kind or event
         if kind == "message_start":
@@ -62,11 +71,13 @@ class AnthropicStreamDecoder:
     def _block_start(self, index: int, block: JSON) -> list[StreamChunk]:
         kind = block.get("type")
         if kind == "text" and block.get("text"):
+            self._pending_chars += len(block["text"])
             return [self._chunk({"content": block["text"]})]
         if kind != "tool_use":
             return []
         tool_index = self._tool_index[index] = len(self._tool_index)
         arguments = orjson.dumps(block["input"]).decode() if block.get("input") else ""
+        self._pending_chars += len(arguments)
         call = {
             "index": tool_index,
             "id": block.get("id") or "",
@@ -77,6 +88,9 @@ class AnthropicStreamDecoder:
 
     def _block_delta(self, index: int, delta: JSON) -> list[StreamChunk]:
         kind = delta.get("type")
+        self._pending_chars += len(
+            delta.get("text") or delta.get("partial_json") or delta.get("thinking") or ""
+        )
         if kind == "text_delta" and delta.get("text"):
             return [self._chunk({"content": delta["text"]})]
         if kind == "input_json_delta" and delta.get("partial_json") and index in self._tool_index:

@@ -52,7 +52,8 @@ def to_anthropic_request(body: JSON, *, model: str, default_max_tokens: int) -> 
     """The Messages API request for an OpenAI chat request (without `stream`; the client adds it)."""
     _reject_untranslatable(body)
     system, messages = to_anthropic_messages(body.get("messages"))
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = body.get("max_completion_tokens")
+    max_tokens = body.get("max_tokens") if max_tokens is None else max_tokens
     request: JSON = {
         "model": model,
         "max_tokens": default_max_tokens if max_tokens is None else max_tokens,

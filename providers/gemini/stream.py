@@ -28,6 +28,7 @@ class GeminiStreamDecoder:
         self.done = False
         self._usage: Any = None
         self._calls: dict[int, int] = {}  # candidate index -> tool calls sent so far
+        self._pending_chars = 0  # generated characters not yet attached to a chunk
 
     def feed(self, frame: Any) -> list[StreamChunk]:
         if not isinstance(frame, dict):
@@ -42,12 +43,17 @@ class GeminiStreamDecoder:
         chunks: list[StreamChunk] = []
         candidates = frame.get("candidates") or ()
         for position, candidate in enumerate(candidates):
+            self._pending_chars += generated_chars(candidate)
             chunks += self._candidate(int(candidate.get("index", position)), candidate)
         if not candidates and (frame.get("promptFeedback") or {}).get("blockReason"):
             # The prompt was blocked: a filtered, empty answer, as in the non-streaming case.
             chunks += self._open(0)
             chunks.append(self._chunk(0, {}, finish_reason="content_filter"))
             self.done = True
+        if chunks and self._pending_chars:
+            # Thoughts are never shown, but a broken stream is billed from generated characters.
+            chunks[0].content_chars += self._pending_chars
+            self._pending_chars = 0
         return chunks
 
     def finish(self) -> list[StreamChunk]:
@@ -92,3 +98,14 @@ class GeminiStreamDecoder:
             "model": self.model,
             "choices": choices,
         }
+
+
+def generated_chars(candidate: JSON) -> int:
+    """Characters the model generated in this frame: text, thoughts and function-call arguments."""
+    chars = 0
+    for part in (candidate.get("content") or {}).get("parts") or ():
+        if "functionCall" in part:
+            chars += len(orjson.dumps(part["functionCall"].get("args") or {}))
+        else:
+            chars += len(part.get("text") or "")
+    return chars

@@ -57,7 +57,8 @@ def to_gemini_request(body: JSON) -> JSON:
     if system:
         request["systemInstruction"] = system
     config = {name: body[key] for key, name in _GENERATION.items() if body.get(key) is not None}
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = body.get("max_completion_tokens")
+    max_tokens = body.get("max_tokens") if max_tokens is None else max_tokens
     if max_tokens is not None:
         config["maxOutputTokens"] = max_tokens
     stop = body.get("stop")
