@@ -17,7 +17,7 @@ from gateway.config import Config
 from gateway.database import resolve_database_url
 from gateway.errors import error_body
 from gateway.request_id import RequestIdMiddleware
-from gateway.routes import chat, meta
+from gateway.routes import chat, meta, spend
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -30,6 +30,7 @@ def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime.start(config, database_url=database_url, environ=env)
+        await runtime.ledger.prepare()
         app.state.runtime = runtime
         try:
             yield
@@ -39,6 +40,7 @@ def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> F
     app = FastAPI(title="Tollgate", version="0.1.0", lifespan=lifespan)
     app.router.add_route("/v1/chat/completions", chat.chat_completions, methods=["POST"])
     app.include_router(meta.router)
+    app.include_router(spend.router)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _internal_error)

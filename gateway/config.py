@@ -11,11 +11,21 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from pricing.cost import Price
+from pricing.money import usd_to_nano
+from pricing.price import Price, Tier
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TierConfig(Strict):
+    """Prices that apply to the whole request once its prompt exceeds `above_input_tokens`."""
+
+    above_input_tokens: int = Field(gt=0)
+    input_per_mtok: Decimal | None = Field(default=None, ge=0)
+    output_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)
 
 
 class PriceConfig(Strict):
@@ -25,6 +35,9 @@ class PriceConfig(Strict):
     output_per_mtok: Decimal = Field(ge=0)
     cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)
     cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)
+    reasoning_per_mtok: Decimal | None = Field(default=None, ge=0)
+    tiers: tuple[TierConfig, ...] = ()
 
     def to_price(self) -> Price:
         return Price.per_mtok(
@@ -32,7 +45,31 @@ class PriceConfig(Strict):
             output=self.output_per_mtok,
             cached_input=self.cached_input_per_mtok,
             cache_write=self.cache_write_per_mtok,
+            cache_write_1h=self.cache_write_1h_per_mtok,
+            reasoning=self.reasoning_per_mtok,
+            tiers=[
+                Tier(
+                    above_tokens=t.above_input_tokens,
+                    input=_nano(t.input_per_mtok),
+                    output=_nano(t.output_per_mtok),
+                    cached_input=_nano(t.cached_input_per_mtok),
+                )
+                for t in self.tiers
+            ],
         )
+
+
+def _nano(usd: Decimal | None) -> int | None:
+    return None if usd is None else usd_to_nano(usd)
+
+
+class PricingConfig(Strict):
+    # LiteLLM's bundled price table prices every model the config does not price itself.
+    use_catalog: bool = True
+    # Prices by model id (public name, upstream id, or `provider/model`), over the table's.
+    overrides: dict[str, PriceConfig] = Field(default_factory=dict)
+    # The model teams would call without Tollgate: each row's `baseline_cost` is priced on it.
+    baseline_model: str | None = None
 
 
 class OpenAICompatibleProvider(Strict):
@@ -95,6 +132,16 @@ class DatabaseConfig(Strict):
 class LedgerConfig(Strict):
     batch_size: int = Field(default=500, gt=0)
     flush_interval_ms: int = Field(default=50, gt=0)
+    # Rows waiting for the writer; beyond this they are spooled on the request path.
+    max_queue: int = Field(default=100_000, gt=0)
+    # Where rows wait, fsynced, while the database is unreachable.
+    spool_dir: str = "./tollgate-spool"
+    probe_interval_seconds: float = Field(default=2.0, gt=0)
+    # Raw request rows older than this are dropped (rollups are kept). None keeps everything.
+    retention_days: int | None = Field(default=90, gt=0)
+    # Prompts and answers are not stored unless this is on (teams may opt in separately).
+    store_bodies: bool = False
+    body_max_bytes: int = Field(default=65_536, gt=0)
 
 
 class RetryConfig(Strict):
@@ -148,6 +195,7 @@ class Config(Strict):
     ledger: LedgerConfig = LedgerConfig()
     resilience: ResilienceConfig = ResilienceConfig()
     state: StateConfig = StateConfig()
+    pricing: PricingConfig = PricingConfig()
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
     aliases: dict[str, str] = Field(default_factory=dict)

@@ -105,6 +105,9 @@ def _check_references(config: Config, source: str) -> None:
                 raise ConfigError(
                     f"{source}: models.{name}.fallbacks[{i}]: a model cannot fall back to itself"
                 )
+    baseline = config.pricing.baseline_model
+    if baseline is not None and baseline not in config.models and baseline not in config.aliases:
+        raise ConfigError(f"{source}: pricing.baseline_model: unknown model '{baseline}'")
     for alias, target in config.aliases.items():
         if target not in config.models:
             raise ConfigError(f"{source}: aliases.{alias}: unknown model '{target}'")

@@ -31,7 +31,8 @@ def normalize_url(url: str) -> str:
 
 
 def create_engine(url: str) -> AsyncEngine:
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    # Fail fast when the database is away, so the ledger spools instead of hanging requests' rows.
+    kwargs: dict[str, Any] = {"pool_pre_ping": True, "connect_args": {"timeout": 5, "command_timeout": 30}}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 30}}
     engine = create_async_engine(url, **kwargs)

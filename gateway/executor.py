@@ -47,6 +47,8 @@ class Trace:
     model: Model | None = None
     deployment: Deployment | None = None
     fallback_used: bool = False
+    # Time spent waiting on upstreams and backing off: what is not the gateway's own overhead.
+    waiting_ms: float = 0.0
 
     def begin(self, model: Model, deployment: Deployment, *, first: Deployment) -> None:
         self.attempts += 1
@@ -171,6 +173,7 @@ class Executor:
             return True
 
         async def back_off(_state: RetryCallState) -> None:
+            trace.waiting_ms += retries.delay * 1000
             await self._sleep(retries.delay)
 
         try:
@@ -203,18 +206,22 @@ class Executor:
             raise DeadlineExceeded("the request's deadline passed before the upstream answered")
         trace.begin(model, deployment, first=first)
         adapter = self._adapters[deployment.target.provider]
+        started = time.perf_counter_ns()
         try:
             async with asyncio.timeout(remaining):
                 result = await once(adapter, deployment.target)
         except TimeoutError:
+            trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
             await self._breakers.record_failure(deployment.key)
             raise DeadlineExceeded(
                 f"no answer from {deployment.target.provider} within the request's deadline"
             ) from None
         except ProviderError as exc:
+            trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
             if exc.retryable or _moves_on(exc):
                 await self._breakers.record_failure(deployment.key)
             raise
+        trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
         await self._breakers.record_success(deployment.key)
         return result
 

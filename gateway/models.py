@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.config import Config, DeploymentConfig
-from pricing.cost import Price
+from pricing.book import PriceBook
+from pricing.price import Price
 from providers.types import Target
 
 
@@ -32,9 +33,14 @@ class Model:
 
 
 class ModelRegistry:
-    """Looks a requested name up in O(1); built from config, never changed afterwards."""
+    """Looks a requested name up in O(1); built from config, never changed afterwards.
 
-    def __init__(self, config: Config) -> None:
+    Every deployment's price is settled here, once: its own config price, else its model's, else
+    the price book (config overrides over LiteLLM's table) by upstream id, then by public name.
+    None means unknown: such rows are flagged `price_unknown` in the ledger.
+    """
+
+    def __init__(self, config: Config, *, prices: PriceBook | None = None) -> None:
         self._models: dict[str, Model] = {}
         for name, spec in config.models.items():
             deployments = spec.deployments or (
@@ -48,7 +54,7 @@ class ModelRegistry:
                 deployments=tuple(
                     Deployment(
                         target=Target(provider=d.provider, upstream_model=d.model),
-                        price=d.price.to_price() if d.price else default_price,
+                        price=_price(config, prices, d, default=default_price, public=name),
                     )
                     for d in deployments
                 ),
@@ -60,6 +66,8 @@ class ModelRegistry:
         for alias, target in config.aliases.items():
             self._lookup[alias] = self._models[target]
         self.aliases = dict(config.aliases)
+        reference = self.resolve(config.pricing.baseline_model) if config.pricing.baseline_model else None
+        self.baseline: Price | None = reference.deployments[0].price if reference else None
 
     def resolve(self, name: str) -> Model | None:
         return self._lookup.get(name)
@@ -72,3 +80,19 @@ class ModelRegistry:
     def public_names(self) -> list[tuple[str, Model]]:
         """Every name a client may ask for: the models, then the aliases."""
         return [*self._models.items(), *((a, self._models[t]) for a, t in self.aliases.items())]
+
+
+def _price(
+    config: Config,
+    prices: PriceBook | None,
+    deployment: DeploymentConfig,
+    *,
+    default: Price | None,
+    public: str,
+) -> Price | None:
+    if deployment.price is not None:
+        return deployment.price.to_price()
+    if default is not None or prices is None:
+        return default
+    kind = config.providers[deployment.provider].type
+    return prices.lookup(deployment.model, provider=kind) or prices.lookup(public, provider=kind)

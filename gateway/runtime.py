@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.accounting.spool import Spool
 from gateway.accounting.writer import LedgerWriter
 from gateway.config import Config
 from gateway.database import create_engine
 from gateway.executor import Executor
+from gateway.metrics import Metrics
 from gateway.models import ModelRegistry
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
@@ -24,6 +27,8 @@ from gateway.state.memory import MemoryStateStore
 from gateway.state.redis_store import RedisStateStore
 from gateway.state.store import StateStore
 from gateway.upstreams import build_adapters, create_http_client
+from pricing.book import PriceBook
+from pricing.catalog import PriceCatalog
 from providers.adapter import Adapter
 
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
@@ -40,6 +45,8 @@ def create_state_store(config: Config, environ: Mapping[str, str]) -> StateStore
 @dataclass(slots=True)
 class Runtime:
     config: Config
+    prices: PriceBook
+    metrics: Metrics
     registry: ModelRegistry
     adapters: dict[str, Adapter]
     http: httpx.AsyncClient
@@ -55,11 +62,21 @@ class Runtime:
         engine = create_engine(database_url)
         ledger = LedgerWriter(
             engine,
+            spool=Spool(Path(config.ledger.spool_dir)),
             batch_size=config.ledger.batch_size,
             flush_interval=config.ledger.flush_interval_ms / 1000,
+            max_queue=config.ledger.max_queue,
+            probe_interval=config.ledger.probe_interval_seconds,
+            retention_days=config.ledger.retention_days,
         )
         ledger.start()
-        registry = ModelRegistry(config)
+        prices = PriceBook(
+            PriceCatalog.load()
+            if config.pricing.use_catalog
+            else PriceCatalog({}, version="catalog-disabled"),
+            {model: spec.to_price() for model, spec in config.pricing.overrides.items()},
+        )
+        registry = ModelRegistry(config, prices=prices)
         adapters = build_adapters(config, http)
         store = create_state_store(config, environ)
         resilience = config.resilience
@@ -72,6 +89,8 @@ class Runtime:
         )
         return cls(
             config=config,
+            prices=prices,
+            metrics=Metrics(),
             registry=registry,
             adapters=adapters,
             http=http,

@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from gateway.accounting.schema import metadata
+from migrations.env_filters import include_name
 
 # Replicas starting together must not race each other through the same migration.
 _PG_MIGRATION_LOCK = 0x7011_6A7E
@@ -23,6 +24,7 @@ def _migrate(connection: Connection) -> None:
         context.configure(
             connection=connection,
             target_metadata=metadata,
+            include_name=include_name,
             render_as_batch=connection.dialect.name == "sqlite",
         )
         with context.begin_transaction():

@@ -1,37 +1,81 @@
-"""Token estimates for when the upstream reported no usage (a broken stream, a client that left):
+"""Token counts for when the upstream reported no usage (a broken stream, a client that left):
 such rows are billed from these and marked `usage_estimated`.
 
-About four characters a token on English text, the figure OpenAI and Anthropic both quote; the
-ledger issue replaces this with tiktoken counts.
+Prompts are counted with tiktoken's o200k_base encoding, loaded from the copy LiteLLM ships (no network).
+Loaded on first use only: a healthy gateway never pays for it. Without those files it falls back
+to about four characters a token, the figure OpenAI and Anthropic both quote.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.metadata
+import logging
+import os
+import threading
+from functools import cache
+from typing import Any, Protocol
 
 from providers.types import Usage
 
+log = logging.getLogger("tollgate.ledger")
+
 CHARS_PER_TOKEN = 4
+# OpenAI's accounting for chat: each message costs 3 tokens of framing, the reply 3 to prime.
 _PER_MESSAGE_TOKENS = 3
+_TOKENIZER_DIR = "litellm/litellm_core_utils/tokenizers"
+_lock = threading.Lock()
 
 
-def tokens_for_chars(chars: int) -> int:
-    return -(-chars // CHARS_PER_TOKEN)
+class _Encoder(Protocol):
+    def encode(self, text: str, *, disallowed_special: Any = ...) -> list[int]: ...
+
+
+@cache
+def _encoding() -> _Encoder | None:
+    try:
+        import tiktoken
+
+        directory = str(importlib.metadata.distribution("litellm").locate_file(_TOKENIZER_DIR))
+    except (ImportError, importlib.metadata.PackageNotFoundError):
+        return None
+    with _lock:
+        # tiktoken finds cached encodings through this variable; set it only while loading.
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = directory
+        try:
+            return tiktoken.get_encoding("o200k_base")
+        except Exception as exc:  # a missing or corrupt file must not break billing
+            log.warning("tiktoken encoding unavailable (%s); estimating 4 characters a token", exc)
+            return None
+        finally:
+            if previous is None:
+                del os.environ["TIKTOKEN_CACHE_DIR"]
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+def count_tokens(text: str) -> int:
+    encoding = _encoding()
+    if encoding is None:
+        return -(-len(text) // CHARS_PER_TOKEN)
+    return len(encoding.encode(text, disallowed_special=()))
 
 
 def prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    total = 0
+    total = _PER_MESSAGE_TOKENS
     for message in messages:
+        total += _PER_MESSAGE_TOKENS
         content = message.get("content")
         if isinstance(content, str):
-            total += tokens_for_chars(len(content))
+            total += count_tokens(content)
         elif isinstance(content, list):
-            total += sum(
-                tokens_for_chars(len(str(p.get("text") or ""))) for p in content if isinstance(p, dict)
-            )
-        total += _PER_MESSAGE_TOKENS
-    return total + _PER_MESSAGE_TOKENS
+            total += sum(count_tokens(str(p.get("text") or "")) for p in content if isinstance(p, dict))
+    return total
 
 
 def estimate_usage(messages: list[dict[str, Any]], generated_chars: int) -> Usage:
-    return Usage(prompt_tokens=prompt_tokens(messages), completion_tokens=tokens_for_chars(generated_chars))
+    """The prompt is counted exactly; the answer from its length, since adapters report how many
+    characters they generated rather than keep the text of every chunk."""
+    return Usage(
+        prompt_tokens=prompt_tokens(messages), completion_tokens=-(-generated_chars // CHARS_PER_TOKEN)
+    )

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pricing.cost import Price, cost_nano
+import orjson
+
+from pricing.cost import cost_breakdown
+from pricing.price import Price
 from providers.types import Usage
 
 _MAX_ERROR_MESSAGE = 1000
@@ -15,67 +18,107 @@ _MAX_ERROR_MESSAGE = 1000
 
 @dataclass(slots=True)
 class RequestRecord:
-    """Everything the ledger keeps about one request; `finish` stamps the end and the cost."""
+    """Everything the ledger keeps about one request; `finish` stamps the end."""
 
     id: str
     client_request_id: str | None
     created_at: datetime
-    requested_model: str
-    stream: bool
     started_ns: int
+    endpoint: str = "chat.completions"
+    requested_model: str = ""
+    stream: bool = False
     finished_at: datetime | None = None
+    team: str | None = None
+    key_id: str | None = None
+    user: str | None = None
+    tags: tuple[str, ...] = ()
     model: str | None = None
     provider: str | None = None
     upstream_model: str | None = None
     tier: str | None = None
+    route_reason: str | None = None
     status: int = 0
     error_type: str | None = None
     error_message: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    latency_ms: float = 0.0
-    ttft_ms: float | None = None
-    cost_nano: int = 0
-    price_source: str | None = None
     attempts: int = 0
     deployments_tried: str | None = None
     fallback_used: bool = False
-    usage_estimated: bool = False
     cache_status: str | None = None
     idempotency_key: str | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    usage_estimated: bool = False
+    raw_usage: Any = None
+    input_cost_nano: int = 0
+    output_cost_nano: int = 0
+    cost_nano: int = 0
+    baseline_cost_nano: int | None = None
+    price_unknown: bool = False
+    price_source: str | None = None
+    price_version: str | None = None
+    latency_ms: float = 0.0
+    ttft_ms: float | None = None
+    upstream_ms: float = 0.0
+    output_tokens_per_second: float | None = None
+    overhead_ms: float | None = None
 
     @classmethod
-    def begin(cls, *, id: str, client_request_id: str | None, stream: bool) -> RequestRecord:
+    def begin(
+        cls, *, id: str, client_request_id: str | None, endpoint: str = "chat.completions"
+    ) -> RequestRecord:
         return cls(
             id=id,
             client_request_id=client_request_id,
             created_at=datetime.now(UTC),
-            requested_model="",
-            stream=stream,
             started_ns=time.perf_counter_ns(),
+            endpoint=endpoint,
         )
 
     def mark_first_byte(self) -> None:
         self.ttft_ms = (time.perf_counter_ns() - self.started_ns) / 1e6
 
-    def set_usage(self, usage: Usage, price: Price | None) -> None:
+    def set_usage(
+        self, usage: Usage, price: Price | None, *, baseline: Price | None = None, version: str | None = None
+    ) -> None:
+        """Record the tokens and what they cost; an unknown price is flagged, never silently zero.
+
+        The baseline is what the same tokens would have cost on the reference model with no
+        caching at all, so savings from routing and caching are `baseline - cost`.
+        """
         self.prompt_tokens = usage.prompt_tokens
         self.completion_tokens = usage.completion_tokens
         self.cached_tokens = usage.cached_tokens
         self.cache_write_tokens = usage.cache_write_tokens
+        self.cache_write_1h_tokens = usage.cache_write_1h_tokens
         self.reasoning_tokens = usage.reasoning_tokens
-        if price is not None:
-            self.cost_nano = cost_nano(
+        self.raw_usage = usage.raw
+        self.price_version = version
+        if price is None:
+            self.price_unknown = True
+        else:
+            cost = cost_breakdown(
                 price,
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
                 cached_tokens=usage.cached_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
+                cache_write_1h_tokens=usage.cache_write_1h_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+            )
+            self.input_cost_nano, self.output_cost_nano, self.cost_nano = (
+                cost.input_nano,
+                cost.output_nano,
+                cost.total_nano,
             )
             self.price_source = price.source
+        if baseline is not None:
+            self.baseline_cost_nano = cost_breakdown(
+                baseline, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            ).total_nano
 
     def fail(self, *, status: int, error_type: str, message: str) -> None:
         self.status = status
@@ -85,8 +128,57 @@ class RequestRecord:
     def finish(self) -> None:
         self.finished_at = datetime.now(UTC)
         self.latency_ms = (time.perf_counter_ns() - self.started_ns) / 1e6
+        if self.upstream_ms:
+            # Time spent in the gateway itself: everything that was not waiting on an upstream.
+            self.overhead_ms = max(0.0, self.latency_ms - self.upstream_ms)
+        if self.completion_tokens and self.status == 200:
+            generating = self.latency_ms - (self.ttft_ms or 0.0)
+            if generating > 0:
+                self.output_tokens_per_second = round(self.completion_tokens / (generating / 1000), 2)
 
     def to_row(self) -> dict[str, Any]:
-        row = asdict(self)
-        del row["started_ns"]
-        return row
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "finished_at": self.finished_at or self.created_at,
+            "client_request_id": self.client_request_id,
+            "team": self.team,
+            "key_id": self.key_id,
+            "user": self.user,
+            "tags": orjson.dumps(list(self.tags)).decode() if self.tags else None,
+            "endpoint": self.endpoint,
+            "requested_model": self.requested_model,
+            "model": self.model,
+            "provider": self.provider,
+            "upstream_model": self.upstream_model,
+            "tier": self.tier,
+            "route_reason": self.route_reason,
+            "stream": self.stream,
+            "status": self.status,
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "attempts": self.attempts,
+            "deployments_tried": self.deployments_tried,
+            "fallback_used": self.fallback_used,
+            "cache_status": self.cache_status,
+            "idempotency_key": self.idempotency_key,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_write_1h_tokens": self.cache_write_1h_tokens,
+            "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "usage_estimated": self.usage_estimated,
+            "raw_usage": orjson.dumps(self.raw_usage).decode() if self.raw_usage is not None else None,
+            "input_cost_nano": self.input_cost_nano,
+            "output_cost_nano": self.output_cost_nano,
+            "cost_nano": self.cost_nano,
+            "baseline_cost_nano": self.baseline_cost_nano,
+            "price_unknown": self.price_unknown,
+            "price_source": self.price_source,
+            "price_version": self.price_version,
+            "latency_ms": self.latency_ms,
+            "ttft_ms": self.ttft_ms,
+            "output_tokens_per_second": self.output_tokens_per_second,
+            "overhead_ms": self.overhead_ms,
+        }

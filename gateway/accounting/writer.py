@@ -1,7 +1,9 @@
-"""The ledger writer: rows are queued on the request path and inserted in batches by one task.
+"""The ledger writer: rows are queued on the request path and written in batches by one task.
 
-A failed insert keeps its batch and tries again with backoff, so a database blip delays rows
-instead of losing them.
+When the database cannot take a batch, the batch goes to the local spool (fsynced) and the writer
+switches to spooling until a probe finds the database again; then the spool is replayed. A row is
+therefore always either in the database or on local disk once `flush()` returns. The queue is
+bounded: past `max_queue` rows, `record` spools synchronously rather than grow without limit.
 """
 
 from __future__ import annotations
@@ -9,50 +11,108 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.accounting.record import RequestRecord
-from gateway.accounting.schema import requests
+from gateway.accounting.retention import apply_retention, ensure_partitions
+from gateway.accounting.rows import insert_rows
+from gateway.accounting.spool import Spool
+from gateway.database import ping
 
 log = logging.getLogger("tollgate.ledger")
 
-_MAX_BACKOFF_SECONDS = 5.0
+_DB_ERRORS = (SQLAlchemyError, OSError, TimeoutError, ConnectionError)
+_WRITE_TIMEOUT = 15.0
+_REPLAY_BATCH = 1000
+_MAINTENANCE_SECONDS = 3600.0
 
 
 class LedgerWriter:
-    def __init__(self, engine: AsyncEngine, *, batch_size: int = 500, flush_interval: float = 0.05) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        spool: Spool,
+        batch_size: int = 500,
+        flush_interval: float = 0.05,
+        max_queue: int = 100_000,
+        probe_interval: float = 2.0,
+        retention_days: int | None = None,
+    ) -> None:
         self._engine = engine
+        self._spool = spool
         self._batch_size = batch_size
         self._interval = flush_interval
+        self._max_queue = max_queue
+        self._probe_interval = probe_interval
+        self._retention_days = retention_days
         self._queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._db_down = False
+        self._replay_lock = asyncio.Lock()
         self.written = 0
+        self.spooled = 0
+
+    @property
+    def database_down(self) -> bool:
+        return self._db_down
 
     def record(self, record: RequestRecord) -> None:
-        """Never blocks and never raises: the request path must not wait on the database."""
+        """Never blocks on the database and never raises on the request path."""
+        if self._queue.qsize() >= self._max_queue:
+            # Overload: the writer is behind by max_queue rows. Make this row durable right here.
+            self._spool.append([record.to_row()])
+            self.spooled += 1
+            return
         self._queue.put_nowait(record)
 
+    async def prepare(self) -> None:
+        """Before serving: today's partitions exist, so no row lands in the default partition.
+        A database that is down now is not fatal: rows will spool until it is back."""
+        try:
+            await asyncio.wait_for(ensure_partitions(self._engine), 10.0)
+        except _DB_ERRORS as exc:
+            log.warning("ledger: could not prepare partitions (%s); continuing", type(exc).__name__)
+
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="tollgate-ledger-writer")
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._run(), name="tollgate-ledger-writer"),
+                asyncio.create_task(self._maintain(), name="tollgate-ledger-maintenance"),
+            ]
 
     async def flush(self) -> None:
-        """Wait until every row recorded so far is in the database."""
+        """Wait until every row recorded so far is in the database or the spool."""
         await self._queue.join()
 
+    async def settle(self, *, within: float = 30.0) -> None:
+        """Wait until every row is in the database: queue drained and spool replayed."""
+        deadline = time.monotonic() + within
+        await asyncio.wait_for(self.flush(), within)
+        while self._spool.has_rows() or self._db_down:
+            if time.monotonic() > deadline:
+                raise TimeoutError("ledger spool not replayed in time")
+            await self._recover()
+            await asyncio.sleep(0.05)
+
     async def stop(self, *, grace: float = 10.0) -> None:
-        if self._task is None:
+        if not self._tasks:
             return
         try:
             await asyncio.wait_for(self.flush(), grace)
         except TimeoutError:
-            log.error("ledger: %d rows not written at shutdown", self._queue.qsize())
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+            log.error("ledger: %d rows still queued at shutdown; spooling them", self._queue.qsize())
+            leftovers = [self._queue.get_nowait().to_row() for _ in range(self._queue.qsize())]
+            self._spool.append(leftovers)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
 
     async def _run(self) -> None:
         while True:
@@ -61,26 +121,68 @@ class LedgerWriter:
                 await asyncio.sleep(self._interval)
             while len(batch) < self._batch_size and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            await self._write(batch)
-            for _ in batch:
-                self._queue.task_done()
+            try:
+                await self._write([record.to_row() for record in batch])
+            except Exception:  # the writer must outlive any single bad batch
+                log.exception("ledger: batch of %d rows could not be written or spooled", len(batch))
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
 
-    async def _write(self, batch: list[RequestRecord]) -> None:
-        rows = [record.to_row() for record in batch]
-        backoff = 0.1
+    async def _write(self, rows: list[dict[str, object]]) -> None:
+        if not self._db_down:
+            try:
+                await asyncio.wait_for(self._insert(rows), _WRITE_TIMEOUT)
+                return
+            except _DB_ERRORS as exc:
+                log.warning("ledger: database unavailable (%s); spooling rows locally", type(exc).__name__)
+                self._db_down = True
+        await asyncio.to_thread(self._spool.append, rows)
+        self.spooled += len(rows)
+
+    async def _insert(self, rows: list[dict[str, object]]) -> None:
+        async with self._engine.begin() as conn:
+            self.written += await insert_rows(conn, rows)
+
+    async def _maintain(self) -> None:
+        """Replays the spool after an outage (or a crash), probes the database while it is away,
+        and keeps partitions and retention current."""
+        next_maintenance = 0.0
         while True:
             try:
-                async with self._engine.begin() as conn:
-                    await conn.execute(requests.insert(), rows)
-            except (SQLAlchemyError, OSError) as exc:
-                log.warning(
-                    "ledger: insert of %d rows failed (%s); retrying in %.1fs",
-                    len(rows),
-                    exc,
-                    backoff,
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
-            else:
-                self.written += len(rows)
+                await self._recover()
+                if not self._db_down and time.monotonic() >= next_maintenance:
+                    await ensure_partitions(self._engine)
+                    if self._retention_days is not None:
+                        await apply_retention(self._engine, retention_days=self._retention_days)
+                    next_maintenance = time.monotonic() + _MAINTENANCE_SECONDS
+            except _DB_ERRORS as exc:
+                log.warning("ledger: maintenance failed (%s)", type(exc).__name__)
+            await asyncio.sleep(self._probe_interval)
+
+    async def _recover(self) -> None:
+        if self._db_down:
+            try:
+                await asyncio.wait_for(ping(self._engine), 5.0)
+            except _DB_ERRORS:
                 return
+            log.info("ledger: database is back; replaying the spool")
+            self._db_down = False
+        if self._spool.has_rows():
+            await self._replay()
+
+    async def _replay(self) -> None:
+        async with self._replay_lock:
+            for path in self._spool.pending():
+                rows = list(self._spool.read(path))
+                try:
+                    for start in range(0, len(rows), _REPLAY_BATCH):
+                        await asyncio.wait_for(
+                            self._insert(rows[start : start + _REPLAY_BATCH]), _WRITE_TIMEOUT
+                        )
+                except _DB_ERRORS as exc:
+                    log.warning("ledger: replay interrupted (%s); will retry", type(exc).__name__)
+                    self._db_down = True
+                    return
+                self._spool.done(path)
+                log.info("ledger: replayed %d spooled rows from %s", len(rows), path.name)

@@ -50,9 +50,7 @@ class _Idempotency:
 async def chat_completions(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     record = RequestRecord.begin(
-        id=request.scope[REQUEST_ID_KEY],
-        client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
-        stream=False,
+        id=request.scope[REQUEST_ID_KEY], client_request_id=request.scope[CLIENT_REQUEST_ID_KEY]
     )
     trace = Trace()
     held: _Idempotency | None = None
@@ -74,6 +72,7 @@ async def chat_completions(request: Request) -> Response:
         if chat.stream:
             first, chunks = await runtime.executor.open_stream(chat, model, deadline=deadline, trace=trace)
             record.mark_first_byte()
+            record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
             _attribute(record, trace)
             handed_to_stream = True
             return StreamingResponse(
@@ -83,7 +82,8 @@ async def chat_completions(request: Request) -> Response:
             )
         completion = await runtime.executor.complete(chat, model, deadline=deadline, trace=trace)
         _attribute(record, trace)
-        record.set_usage(completion.usage, trace.deployment.price if trace.deployment else None)
+        record.upstream_ms = trace.waiting_ms
+        bill(runtime, record, completion.usage, trace)
         record.status = 200
         headers = _headers(record, trace)
         headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
@@ -141,6 +141,13 @@ async def _claim(
     return Response(stored.body, status_code=stored.status, media_type=media_type, headers=headers), None
 
 
+def bill(runtime: Runtime, record: RequestRecord, usage: Usage, trace: Trace) -> None:
+    price = trace.deployment.price if trace.deployment else None
+    record.set_usage(usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
+    if price is None:
+        runtime.metrics.price_unknown.labels(record.model or record.requested_model).inc()
+
+
 def _attribute(record: RequestRecord, trace: Trace) -> None:
     record.attempts = trace.attempts
     record.fallback_used = trace.fallback_used
@@ -176,6 +183,7 @@ def _close_record(runtime: Runtime, record: RequestRecord) -> None:
         record.fail(status=_CLIENT_CLOSED, error_type="client_closed", message="client went away")
     record.finish()
     runtime.ledger.record(record)
+    runtime.metrics.requests.labels(record.endpoint, record.model or "none", str(record.status)).inc()
 
 
 async def _relay(
@@ -218,7 +226,7 @@ async def _relay(
         if usage is None:
             usage = estimate_usage(chat.messages, generated)
             record.usage_estimated = True
-        record.set_usage(usage, trace.deployment.price if trace.deployment else None)
+        bill(runtime, record, usage, trace)
         _close_record(runtime, record)
         with anyio.CancelScope(shield=True):
             await chunks.aclose()

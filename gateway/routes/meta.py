@@ -25,6 +25,12 @@ async def list_models(request: Request) -> Response:
     return Response(orjson.dumps({"object": "list", "data": data}), media_type=_JSON)
 
 
+@router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
 @router.get("/healthz", summary="Liveness: the process answers")
 async def healthz() -> Response:
     return Response(b'{"status":"ok"}', media_type=_JSON)

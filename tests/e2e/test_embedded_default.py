@@ -16,6 +16,7 @@ import pytest
 
 from gateway.sandbox_launcher import free_port
 
+
 def latest_revision() -> str:
     from alembic.script import ScriptDirectory
 

@@ -13,12 +13,14 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from gateway.accounting.schema import metadata
+from migrations.env_filters import include_name
 from gateway.database import create_engine, run_migrations
 
 
 def schema_drift(url: str) -> tuple[list[Any], set[str]]:
     def compare(conn: Connection) -> tuple[list[Any], set[str]]:
-        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        context = MigrationContext.configure(conn, opts={"include_name": include_name})
+        diff = compare_metadata(context, metadata)
         return diff, set(inspect(conn).get_table_names())
 
     async def run() -> tuple[list[Any], set[str]]:

@@ -1,0 +1,92 @@
+"""Writing ledger rows: insert what is new (a replayed row is skipped by its primary key) and add
+exactly those rows to the daily rollups, in one transaction."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import orjson
+from sqlalchemy import Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gateway.accounting.schema import (
+    ROLLUP_DIMENSIONS,
+    ROLLUP_MEASURES,
+    TAG_MEASURES,
+    requests,
+    spend_daily,
+    spend_daily_tags,
+)
+
+
+def _insert(conn: AsyncConnection, table: Table) -> Any:
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
+
+
+async def insert_rows(conn: AsyncConnection, rows: list[dict[str, Any]]) -> int:
+    """Insert rows not already present; returns how many were new. Call inside a transaction."""
+    if not rows:
+        return 0
+    statement = (
+        _insert(conn, requests)
+        .on_conflict_do_nothing(index_elements=["id", "created_at"])
+        .returning(requests.c.id)
+    )
+    result = await conn.execute(statement, rows)
+    new_ids = set(result.scalars().all())
+    fresh = [row for row in rows if row["id"] in new_ids]
+    await _add_to_rollups(conn, fresh)
+    return len(fresh)
+
+
+def _measures(row: dict[str, Any]) -> dict[str, int]:
+    return {
+        "requests": 1,
+        "errors": 1 if row["status"] >= 400 else 0,
+        "prompt_tokens": row["prompt_tokens"],
+        "cached_tokens": row["cached_tokens"],
+        "cache_write_tokens": row["cache_write_tokens"],
+        "completion_tokens": row["completion_tokens"],
+        "reasoning_tokens": row["reasoning_tokens"],
+        "input_cost_nano": row["input_cost_nano"],
+        "output_cost_nano": row["output_cost_nano"],
+        "cost_nano": row["cost_nano"],
+        "baseline_cost_nano": row["baseline_cost_nano"] or 0,
+    }
+
+
+async def _add_to_rollups(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    daily: dict[tuple[Any, ...], dict[str, int]] = defaultdict(lambda: dict.fromkeys(ROLLUP_MEASURES, 0))
+    tagged: dict[tuple[Any, ...], dict[str, int]] = defaultdict(lambda: dict.fromkeys(TAG_MEASURES, 0))
+    for row in rows:
+        day = row["created_at"].date()
+        measures = _measures(row)
+        totals = daily[(day, *(row[d] or "" for d in ROLLUP_DIMENSIONS))]
+        for name, value in measures.items():
+            totals[name] += value
+        for tag in orjson.loads(row["tags"]) if row["tags"] else ():
+            tag_totals = tagged[(day, str(tag), row["team"] or "")]
+            for name in TAG_MEASURES:
+                tag_totals[name] += measures[name]
+    await _upsert(conn, spend_daily, ("day", *ROLLUP_DIMENSIONS), ROLLUP_MEASURES, daily)
+    await _upsert(conn, spend_daily_tags, ("day", "tag", "team"), TAG_MEASURES, tagged)
+
+
+async def _upsert(
+    conn: AsyncConnection,
+    table: Table,
+    keys: tuple[str, ...],
+    measures: tuple[str, ...],
+    groups: dict[tuple[Any, ...], dict[str, int]],
+) -> None:
+    if not groups:
+        return
+    values = [dict(zip(keys, key, strict=True)) | totals for key, totals in groups.items()]
+    statement = _insert(conn, table)
+    statement = statement.on_conflict_do_update(
+        index_elements=list(keys),
+        set_={name: table.c[name] + statement.excluded[name] for name in measures},
+    )
+    await conn.execute(statement, values)

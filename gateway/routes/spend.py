@@ -1,0 +1,80 @@
+"""`GET /v1/spend`: what was spent, grouped and totalled, as JSON or (with `Accept: text/csv`) CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Query, Request, Response
+
+from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
+from gateway.runtime import Runtime
+from pricing.money import format_usd
+
+router = APIRouter()
+
+_MONEY = ("cost", "baseline_cost", "savings")
+
+
+def present(row: dict[str, Any]) -> dict[str, Any]:
+    """Nano-USD stay exact integers; a decimal dollar string rides along for people."""
+    shown = dict(row)
+    for name in _MONEY:
+        shown[f"{name}_usd"] = format_usd(int(row[f"{name}_nano"]))
+    return shown
+
+
+@router.get("/v1/spend", summary="Spend grouped by team, key, model, provider, tier, tag, day or hour")
+async def spend(
+    request: Request,
+    group_by: str | None = Query(None, description=f"comma-separated: {', '.join(GROUPS)}"),
+    since: str | None = Query(None, description="ISO date/time or a span back from now: 30m, 12h, 7d"),
+    until: str | None = Query(None, description="ISO date/time; default now"),
+    team: str | None = Query(None, description="only this team"),
+) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    now = datetime.now(UTC)
+    query = SpendQuery(
+        group_by=parse_group_by(group_by),
+        since=parse_time(since, default=now - timedelta(days=30), now=now),
+        until=parse_time(until, default=now, now=now),
+        team=team,
+    )
+    rows = [present(r) for r in await query_spend(runtime.engine, query)]
+    summary = present(totals(rows))
+    if "text/csv" in request.headers.get("accept", ""):
+        return Response(to_csv(query.group_by, rows), media_type="text/csv; charset=utf-8")
+    body = {
+        "object": "spend",
+        "since": query.since.isoformat(),
+        "until": query.until.isoformat(),
+        "group_by": list(query.group_by),
+        "data": rows,
+        "totals": summary,
+    }
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+def to_csv(group_by: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
+    columns = [
+        *group_by,
+        "requests",
+        "errors",
+        "error_rate",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "baseline_cost_usd",
+        "savings_usd",
+        "cost_nano",
+        "baseline_cost_nano",
+        "savings_nano",
+    ]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
