@@ -1,0 +1,472 @@
+"""The report: one plain-text table (figure | direct | via gateway | added | target | result) and the
+same rows as JSON in benchmarks/results/latest.json, so runs can be diffed and compared later.
+
+Targets come from the project's performance issue. Missing one is reported, never fatal: the bench
+exits 0 whatever the numbers say, because on a shared 2-core box numbers are evidence, not verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.loadgen import Tally
+from benchmarks.scenarios import CLIENT, Pair, Throughput
+from benchmarks.stats import Summary, summarize
+
+MB = 1024 * 1024
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+# Targets (the perf issue).
+ADDED_P50_MS = 0.5
+ADDED_P99_MS = 1.5
+THROUGHPUT_RPS = 2000.0
+ADDED_TTFT_P50_MS = 0.5
+LARGE_ADDED_P50_MS = 3.0
+RSS_MB = 150.0
+STARTUP_S = 1.5
+
+MET, MISSED, INFO = "met", "MISSED", ""
+
+
+@dataclass
+class GatewayRun:
+    """One gateway process and its ledger: what it cost and whether the ledger kept up."""
+
+    ledger: str  # "SQLite" or "PostgreSQL"
+    startup_s: float
+    rss_bytes: int = 0
+    throughput: Throughput | None = None
+    answered: int = 0
+    sent: int = 0
+    ledger_rows: int = -1
+    ledger_wait_s: float = 0.0
+
+
+@dataclass
+class Results:
+    """Everything one bench run measured, plus how it was run."""
+
+    environment: dict[str, Any]
+    settings: dict[str, Any]
+    latency: Pair | None = None
+    ttft: Pair | None = None
+    large: Pair | None = None
+    large_prompt_tokens: int | None = None
+    large_prompt_bytes: int = 0
+    c1_foreign: dict[str, float] = field(default_factory=dict)
+    direct_throughput: Throughput | None = None
+    gateways: list[GatewayRun] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    figure: str
+    direct: str
+    gateway: str
+    added: str
+    target: str
+    result: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _signed_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def _verdict(ok: bool | None) -> str:
+    return INFO if ok is None else MET if ok else MISSED
+
+
+def _added_rows(
+    label: str,
+    pair: Pair | None,
+    pick: Callable[[Summary], float],
+    limit: float,
+    key: str,
+    *,
+    ttft: bool = False,
+) -> Row:
+    if pair is None:
+        return Row(label, "-", "-", "-", f"added <= {limit} ms", "not run")
+    direct = summarize(pair.direct.ttfts_ns if ttft else pair.direct.latencies_ns)
+    gateway = summarize(pair.gateway.ttfts_ns if ttft else pair.gateway.latencies_ns)
+    d = pick(direct) if direct else None
+    g = pick(gateway) if gateway else None
+    added = g - d if d is not None and g is not None else None
+    errors = pair.direct.errors + pair.gateway.errors
+    ok = None if added is None else added <= limit and errors == 0
+    return Row(
+        label,
+        _ms(d),
+        _ms(g),
+        _signed_ms(added),
+        f"added <= {limit:g} ms",
+        _verdict(ok) if added is not None else "no data",
+        {
+            "metric": key,
+            "direct_ms": d,
+            "gateway_ms": g,
+            "added_ms": added,
+            "limit_ms": limit,
+            "errors": errors,
+            "direct": direct.as_dict() if direct else None,
+            "gateway": gateway.as_dict() if gateway else None,
+        },
+    )
+
+
+def _errors_row(label: str, direct: Tally | None, gateway: Tally | None) -> Row:
+    d = direct.errors if direct else None
+    g = gateway.errors if gateway else None
+    ok = (d or 0) == 0 and (g or 0) == 0
+    samples = (direct.error_samples if direct else []) + (gateway.error_samples if gateway else [])
+    return Row(
+        label,
+        "-" if d is None else str(d),
+        "-" if g is None else str(g),
+        "",
+        "0",
+        _verdict(ok),
+        {"metric": "errors", "direct": d, "gateway": g, "samples": samples},
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def build_rows(results: Results) -> list[Row]:
+    rows = [
+        _added_rows("latency p50, c=1 (ms)", results.latency, lambda s: s.p50, ADDED_P50_MS, "latency_p50"),
+        _added_rows("latency p99, c=1 (ms)", results.latency, lambda s: s.p99, ADDED_P99_MS, "latency_p99"),
+        _added_rows(
+            "TTFT p50, stream c=1 (ms)",
+            results.ttft,
+            lambda s: s.p50,
+            ADDED_TTFT_P50_MS,
+            "ttft_p50",
+            ttft=True,
+        ),
+    ]
+    tokens = f"{results.large_prompt_tokens:,}" if results.large_prompt_tokens else "?"
+    kb = results.large_prompt_bytes // 1000
+    rows.append(
+        _added_rows(
+            f"prompt {tokens} tok/{kb} KB p50 (ms)",
+            results.large,
+            lambda s: s.p50,
+            LARGE_ADDED_P50_MS,
+            "large_prompt_p50",
+        )
+    )
+    c1_errors = [p for p in (results.latency, results.ttft, results.large) if p is not None]
+    if c1_errors:
+        direct, gateway = Tally(), Tally()
+        for pair in c1_errors:
+            direct.merge(pair.direct)
+            gateway.merge(pair.gateway)
+        rows.append(_errors_row("errors, c=1 scenarios", direct, gateway))
+        rows.append(
+            Row(
+                "other processes' CPU, c=1 phase",
+                "",
+                _foreign(results.c1_foreign),
+                "",
+                "~0% (else noisy)",
+                INFO,
+                {"metric": "foreign_cpu", "phase": "c=1", "share_of_core": results.c1_foreign},
+            )
+        )
+
+    direct_tp = results.direct_throughput
+    for run in results.gateways:
+        rows.extend(_gateway_rows(run, direct_tp))
+    return rows
+
+
+def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
+    rows: list[Row] = []
+    tag = f"[{run.ledger}]"
+    tp = run.throughput
+    if tp is not None:
+        d_rps = direct_tp.rps if direct_tp else None
+        ratio = tp.rps / d_rps if d_rps else None
+        on_pg = run.ledger == "PostgreSQL"
+        ok = (tp.rps >= THROUGHPUT_RPS and tp.tally.errors == 0) if on_pg else None
+        rows.append(
+            Row(
+                f"throughput c={tp.concurrency} (req/s) {tag}",
+                "-" if d_rps is None else f"{d_rps:,.0f}",
+                f"{tp.rps:,.0f}",
+                "-" if ratio is None else f"x{ratio:.2f}",
+                f">= {THROUGHPUT_RPS:,.0f} req/s" if on_pg else "(target is on PostgreSQL)",
+                _verdict(ok),
+                {
+                    "metric": "throughput_rps",
+                    "ledger": run.ledger,
+                    "direct_rps": d_rps,
+                    "gateway_rps": tp.rps,
+                    "ratio": ratio,
+                    "limit_rps": THROUGHPUT_RPS if on_pg else None,
+                    "gateway_answered": tp.tally.answered,
+                    "gateway_elapsed_s": tp.tally.elapsed_ns / 1e9,
+                    "direct_timeline_rps": direct_tp.timeline() if direct_tp else None,
+                    "gateway_timeline_rps": tp.timeline(),
+                },
+            )
+        )
+        d_lat = summarize(direct_tp.tally.latencies_ns) if direct_tp else None
+        g_lat = summarize(tp.tally.latencies_ns)
+        rows.append(
+            Row(
+                f"latency p50/p99 at c={tp.concurrency} (ms) {tag}",
+                "-" if d_lat is None else f"{d_lat.p50:.2f}/{d_lat.p99:.2f}",
+                "-" if g_lat is None else f"{g_lat.p50:.2f}/{g_lat.p99:.2f}",
+                "",
+                "",
+                INFO,
+                {
+                    "metric": "loaded_latency",
+                    "ledger": run.ledger,
+                    "direct": d_lat.as_dict() if d_lat else None,
+                    "gateway": g_lat.as_dict() if g_lat else None,
+                },
+            )
+        )
+        rows.append(
+            _errors_row(
+                f"errors at c={tp.concurrency} {tag}", direct_tp.tally if direct_tp else None, tp.tally
+            )
+        )
+        gw_us = tp.cpu_per_request_us("gateway")
+        gw_busy = tp.cpu_utilisation("gateway")
+        rows.append(
+            Row(
+                f"gateway CPU per request (us) {tag}",
+                "",
+                f"{_us(gw_us)} ({_pct(gw_busy)} of a core)",
+                "",
+                "",
+                INFO,
+                {"metric": "gateway_cpu_us_per_request", "ledger": run.ledger, "us": gw_us, "busy": gw_busy},
+            )
+        )
+        d_client = direct_tp.cpu_per_request_us(CLIENT) if direct_tp else None
+        g_client = tp.cpu_per_request_us(CLIENT)
+        rows.append(
+            Row(
+                f"load generator CPU per request (us) {tag}",
+                _us(d_client),
+                _us(g_client),
+                "",
+                "",
+                INFO,
+                {
+                    "metric": "client_cpu_us_per_request",
+                    "ledger": run.ledger,
+                    "direct": d_client,
+                    "gateway": g_client,
+                },
+            )
+        )
+        d_core1 = _core1_busy(direct_tp) if direct_tp else None
+        g_core1 = _core1_busy(tp)
+        rows.append(
+            Row(
+                f"core 1 busy (sandbox + load gen) {tag}",
+                _pct(d_core1),
+                _pct(g_core1),
+                "",
+                "< ~95% (else rig-bound)",
+                INFO,
+                {"metric": "client_core_busy", "ledger": run.ledger, "direct": d_core1, "gateway": g_core1},
+            )
+        )
+        rows.append(
+            Row(
+                f"other processes' CPU {tag}",
+                _foreign(direct_tp.foreign) if direct_tp else "-",
+                _foreign(tp.foreign),
+                "",
+                "~0% (else noisy)",
+                INFO,
+                {
+                    "metric": "foreign_cpu",
+                    "ledger": run.ledger,
+                    "direct": direct_tp.foreign if direct_tp else None,
+                    "gateway": tp.foreign,
+                },
+            )
+        )
+    rss_mb = run.rss_bytes / MB
+    rows.append(
+        Row(
+            f"gateway RSS after run (MB) {tag}",
+            "",
+            f"{rss_mb:.1f}",
+            "",
+            f"<= {RSS_MB:g} MB",
+            _verdict(rss_mb <= RSS_MB) if run.rss_bytes else "no data",
+            {"metric": "rss_mb", "ledger": run.ledger, "value": rss_mb},
+        )
+    )
+    rows.append(
+        Row(
+            f"gateway start-up (s) {tag}",
+            "",
+            f"{run.startup_s:.2f}",
+            "",
+            f"<= {STARTUP_S:g} s",
+            _verdict(run.startup_s <= STARTUP_S),
+            {"metric": "startup_s", "ledger": run.ledger, "value": run.startup_s},
+        )
+    )
+    rows.append(
+        Row(
+            f"ledger rows / answered {tag}",
+            "",
+            f"{run.ledger_rows:,} / {run.answered:,}",
+            "",
+            "equal",
+            _verdict(run.ledger_rows == run.answered),
+            {
+                "metric": "ledger_rows",
+                "ledger": run.ledger,
+                "rows": run.ledger_rows,
+                "answered": run.answered,
+                "sent": run.sent,
+                "waited_s": run.ledger_wait_s,
+            },
+        )
+    )
+    return rows
+
+
+def _foreign(shares: dict[str, float]) -> str:
+    """`core0 3% / core1 41%`: how much of each core other processes took during the window."""
+    if not shares:
+        return "-"
+    return " / ".join(f"{name} {share * 100:.0f}%" for name, share in sorted(shares.items()))
+
+
+NOISY_SHARE = 0.10
+
+
+def _noise_notes(results: Results) -> list[str]:
+    windows = [("c=1 phase", results.c1_foreign)]
+    if results.direct_throughput:
+        # Direct runs only use core 1 (sandbox and load generator): noise on core 0 does not matter.
+        shares = {k: v for k, v in results.direct_throughput.foreign.items() if k != "core0"}
+        windows.append(("direct throughput", shares))
+    windows += [(f"throughput [{r.ledger}]", r.throughput.foreign) for r in results.gateways if r.throughput]
+    noisy = [
+        f"{name} ({_foreign(shares)})"
+        for name, shares in windows
+        if max(shares.values(), default=0) > NOISY_SHARE
+    ]
+    if not noisy:
+        return []
+    return [
+        "the machine was busy with other work during: "
+        + "; ".join(noisy)
+        + " -- those figures are pessimistic"
+    ]
+
+
+def _core1_busy(tp: Throughput) -> float | None:
+    sandbox = tp.cpu_utilisation("sandbox")
+    client = tp.cpu_utilisation(CLIENT)
+    if sandbox is None or client is None:
+        return None
+    return sandbox + client
+
+
+def _timeline_notes(results: Results) -> list[str]:
+    """Per-second answers of each throughput run, flagged when the last second fell well behind."""
+    runs = [("direct", results.direct_throughput)]
+    runs += [(f"via gateway [{run.ledger}]", run.throughput) for run in results.gateways]
+    lines = []
+    for name, tp in runs:
+        timeline = tp.timeline() if tp else []
+        if len(timeline) < 2:
+            continue
+        line = f"req/s per second, {name}: " + " ".join(str(n) for n in timeline)
+        if timeline[-1] < 0.7 * max(timeline[:2]):
+            line += f"  <- DEGRADES: {max(timeline[:2])} -> {timeline[-1]}"
+        lines.append(line)
+    return lines
+
+
+HEADERS = ("figure", "direct", "via gateway", "added", "target", "result")
+
+
+def render(results: Results, rows: list[Row]) -> str:
+    table = [HEADERS, *((r.figure, r.direct, r.gateway, r.added, r.target, r.result) for r in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
+    right = {1, 2, 3}
+
+    def fmt(line: tuple[str, ...]) -> str:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        return " | ".join(cells).rstrip()
+
+    rule = "-+-".join("-" * w for w in widths)
+    env = results.environment
+    lines = [
+        f"Tollgate benchmark  {env.get('timestamp', '')}  git {env.get('git', '?')}  "
+        f"{env.get('cpus', '?')} CPUs  python {env.get('python', '?')}",
+        f"pinning: {env.get('pinning', '?')}",
+        f"gateway: {env.get('gateway_cmd', '?')}",
+        "settings: " + ", ".join(f"{k}={v}" for k, v in results.settings.items()),
+        "",
+        fmt(HEADERS),
+        rule,
+        *(fmt(line) for line in table[1:]),
+    ]
+    missed = [r.figure for r in rows if r.result == MISSED]
+    lines += ["", f"targets: {sum(r.result == MET for r in rows)} met, {len(missed)} missed"]
+    lines += [f"note: {note}" for note in results.notes]
+    lines += _timeline_notes(results)
+    lines += [f"note: {note}" for note in _noise_notes(results)]
+    for row in rows:
+        for sample in row.values.get("samples") or ():
+            lines.append(f"error sample ({row.figure}): {sample}")
+    return "\n".join(lines)
+
+
+def to_json(results: Results, rows: list[Row]) -> dict[str, Any]:
+    return {
+        "environment": results.environment,
+        "settings": results.settings,
+        "large_prompt": {"tokens": results.large_prompt_tokens, "bytes": results.large_prompt_bytes},
+        "rows": [
+            {
+                "figure": r.figure,
+                "cells": {"direct": r.direct, "via_gateway": r.gateway, "added": r.added, "target": r.target},
+                "result": r.result or "info",
+                "data": r.values,
+            }
+            for r in rows
+        ],
+        "notes": results.notes,
+    }
+
+
+def write_json(results: Results, rows: list[Row], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_json(results, rows), indent=2, default=str) + "\n")
