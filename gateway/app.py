@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from gateway.config import Config
 from gateway.database import resolve_database_url
-from gateway.errors import error_body
+from gateway.errors import GatewayError, describe, error_body
 from gateway.request_id import RequestIdMiddleware
 from gateway.routes import chat, meta, spend
 from gateway.runtime import Runtime
@@ -41,11 +41,17 @@ def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> F
     app.router.add_route("/v1/chat/completions", chat.chat_completions, methods=["POST"])
     app.include_router(meta.router)
     app.include_router(spend.router)
+    app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(RequestIdMiddleware)
     return app
+
+
+async def _gateway_error(_request: Request, exc: Exception) -> Response:
+    status, body, _ = describe(exc)
+    return Response(body, status_code=status, media_type="application/json")
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:

@@ -9,8 +9,10 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from gateway.config import DatabaseConfig
+from gateway import cli_ledger, cli_pricing
+from gateway.config import Config, DatabaseConfig
 from gateway.config_loader import ConfigError, load_config
+from gateway.errors import InvalidRequest
 
 CONFIG_ENV = "TOLLGATE_CONFIG"
 log = logging.getLogger("tollgate")
@@ -34,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     migrate = commands.add_parser("migrate", help="apply database migrations")
     migrate.add_argument("--config", help="YAML config file whose database to migrate")
 
+    cli_ledger.add_commands(commands)
+    cli_pricing.add_commands(commands)
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(args, "log_level", "info").upper(),
@@ -46,7 +51,26 @@ def main(argv: list[str] | None = None) -> int:
         return _check_config(args.file)
     if args.command == "migrate":
         return _migrate(args.config or os.environ.get(CONFIG_ENV))
+    if args.command in cli_pricing.COMMANDS:
+        return cli_pricing.run(args)
+    if args.command in ("spend", "reprice"):
+        try:
+            return cli_ledger.run(args, load=_offline_config)
+        except (ConfigError, InvalidRequest) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     return _serve(args)
+
+
+def _offline_config(path: str | None) -> Config:
+    """The config for commands that read the ledger but serve nothing: the file, or the embedded
+    default (whose sandbox addresses do not matter here)."""
+    from gateway.defaults import embedded_config
+
+    path = path or os.environ.get(CONFIG_ENV)
+    if path:
+        return load_config(path)
+    return embedded_config(os.environ, {"openai": "http://127.0.0.1:0", "vllm": "http://127.0.0.1:0"})
 
 
 def _check_config(path: str) -> int:

@@ -13,7 +13,7 @@ from typing import TextIO
 from gateway.config import Config
 from gateway.config_loader import ConfigError
 from gateway.config_loader import load_config as load_config_file
-from gateway.models import ModelRegistry
+from gateway.models import ModelRegistry, price_book
 from local_backend.cost_model import HOURS_PER_MONTH, GpuDeployment, break_even
 from pricing.book import PriceBook
 from pricing.catalog import PriceCatalog
@@ -71,7 +71,7 @@ def run(
         err.write(f"invalid config: {exc}\n")
         return 1
     catalog = catalog if catalog is not None else PriceCatalog.load()
-    book = _price_book(config, catalog)
+    book = PriceBook(catalog) if config is None else price_book(config, catalog=catalog)
     if args.command == "prices":
         return _prices(args, config, book, out)
     return _local_cost(args, config, book, out, err)
@@ -201,14 +201,6 @@ def _managed_price(model: str, provider: str | None, config: Config | None, book
     if registered is not None:
         return registered.deployments[0].price
     return book.lookup(model, provider=provider)
-
-
-def _price_book(config: Config | None, catalog: PriceCatalog) -> PriceBook:
-    if config is None:
-        return PriceBook(catalog)
-    if not config.pricing.use_catalog:
-        catalog = PriceCatalog({}, version="catalog-disabled")
-    return PriceBook(catalog, {model: p.to_price() for model, p in config.pricing.overrides.items()})
 
 
 def _usd(text: str) -> Decimal:

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from local_backend.cost_model import GpuDeployment
 from pricing.money import usd_to_nano
 from pricing.price import Price, Tier
 
@@ -26,6 +27,8 @@ class TierConfig(Strict):
     input_per_mtok: Decimal | None = Field(default=None, ge=0)
     output_per_mtok: Decimal | None = Field(default=None, ge=0)
     cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)
 
 
 class PriceConfig(Strict):
@@ -53,6 +56,8 @@ class PriceConfig(Strict):
                     input=_nano(t.input_per_mtok),
                     output=_nano(t.output_per_mtok),
                     cached_input=_nano(t.cached_input_per_mtok),
+                    cache_write=_nano(t.cache_write_per_mtok),
+                    cache_write_1h=_nano(t.cache_write_1h_per_mtok),
                 )
                 for t in self.tiers
             ],
@@ -85,12 +90,33 @@ class OpenAICompatibleProvider(Strict):
 ProviderConfig = Annotated[OpenAICompatibleProvider, Field(discriminator="type")]
 
 
+class GpuConfig(Strict):
+    """A self-hosted deployment priced by its GPUs: $/GPU-hour over measured throughput."""
+
+    gpu_hour_usd: Decimal = Field(ge=0)
+    gpus: int = Field(default=1, ge=1)
+    input_tokens_per_second: Decimal = Field(gt=0)
+    output_tokens_per_second: Decimal = Field(gt=0)
+    # GPUs are not busy all the time; idle time is paid for by the tokens that are served.
+    utilisation: Decimal = Field(default=Decimal("0.6"), gt=0, le=1)
+
+    def to_deployment(self) -> GpuDeployment:
+        return GpuDeployment.of(**self.model_dump())
+
+
 class DeploymentConfig(Strict):
     """One place a model is served: a provider and the model id that provider knows."""
 
     provider: str
     model: str
     price: PriceConfig | None = None
+    gpu: GpuConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_price(self) -> DeploymentConfig:
+        if self.price is not None and self.gpu is not None:
+            raise ValueError("give either 'price' or 'gpu', not both")
+        return self
 
 
 class ModelConfig(Strict):

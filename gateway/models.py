@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gateway.config import Config, DeploymentConfig
 from pricing.book import PriceBook
+from pricing.catalog import PriceCatalog
 from pricing.price import Price
 from providers.types import Target
 
@@ -92,7 +93,18 @@ def _price(
 ) -> Price | None:
     if deployment.price is not None:
         return deployment.price.to_price()
+    if deployment.gpu is not None:
+        return deployment.gpu.to_deployment().price()
     if default is not None or prices is None:
         return default
     kind = config.providers[deployment.provider].type
     return prices.lookup(deployment.model, provider=kind) or prices.lookup(public, provider=kind)
+
+
+def price_book(config: Config, *, catalog: PriceCatalog | None = None) -> PriceBook:
+    """Config overrides over LiteLLM's table (or over nothing, when the table is switched off)."""
+    if not config.pricing.use_catalog:
+        catalog = PriceCatalog({}, version="catalog-disabled")
+    elif catalog is None:
+        catalog = PriceCatalog.load()
+    return PriceBook(catalog, {model: spec.to_price() for model, spec in config.pricing.overrides.items()})

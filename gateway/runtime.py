@@ -19,7 +19,7 @@ from gateway.config import Config
 from gateway.database import create_engine
 from gateway.executor import Executor
 from gateway.metrics import Metrics
-from gateway.models import ModelRegistry
+from gateway.models import ModelRegistry, price_book
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.resilience.idempotency import IdempotencyKeys
@@ -28,7 +28,6 @@ from gateway.state.redis_store import RedisStateStore
 from gateway.state.store import StateStore
 from gateway.upstreams import build_adapters, create_http_client
 from pricing.book import PriceBook
-from pricing.catalog import PriceCatalog
 from providers.adapter import Adapter
 
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
@@ -70,12 +69,7 @@ class Runtime:
             retention_days=config.ledger.retention_days,
         )
         ledger.start()
-        prices = PriceBook(
-            PriceCatalog.load()
-            if config.pricing.use_catalog
-            else PriceCatalog({}, version="catalog-disabled"),
-            {model: spec.to_price() for model, spec in config.pricing.overrides.items()},
-        )
+        prices = price_book(config)
         registry = ModelRegistry(config, prices=prices)
         adapters = build_adapters(config, http)
         store = create_state_store(config, environ)

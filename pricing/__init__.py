@@ -1,0 +1,1 @@
+"""Money as integer nano-USD, per-model prices (LiteLLM's table plus config overrides), request cost."""

@@ -1,43 +1,63 @@
-"""The cost of one request from its token usage, in integer nano-USD."""
+"""The cost of one request from its token usage, in integer nano-USD.
+
+Usage follows OpenAI's convention: `cached_tokens` and `cache_write_tokens` are part of
+`prompt_tokens`, `cache_write_1h_tokens` is part of `cache_write_tokens`, and `reasoning_tokens`
+is part of `completion_tokens`. Counts that overflow their container are clamped to it, so a
+provider's inconsistent usage never bills a token twice.
+
+Rounding: every token class is multiplied at full precision (nano-USD per MTok x tokens is an
+exact integer), the classes are summed, and the request's total is rounded ONCE, half up, to
+whole nano-USD. The input part is rounded half up from its own exact sum; the output part is
+`total - input`, so input + output == total exactly and each part is within 1 nano-USD of its
+exact value.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 
-from pricing.money import NANO_PER_USD, TOKENS_PER_MTOK, usd_to_nano
+from pricing.money import NANO_PER_USD, TOKENS_PER_MTOK
+from pricing.price import Price, Rates, Tier
 
 
 @dataclass(frozen=True, slots=True)
-class Price:
-    """Per-million-token prices held as nano-USD per million tokens, so $0.075/MTok stays exact.
+class CostBreakdown:
+    """One request's cost: input covers uncached, cached and cache-write tokens; output covers
+    completion tokens, reasoning included. `input_nano + output_nano == total_nano`."""
 
-    A missing cached-read or cache-write price means those tokens are billed as plain input.
-    """
+    input_nano: int
+    output_nano: int
+    total_nano: int
 
-    input: int
-    output: int
-    cached_input: int | None = None
-    cache_write: int | None = None
-    source: str = "config"
 
-    @classmethod
-    def per_mtok(
-        cls,
-        *,
-        input: Decimal | str,
-        output: Decimal | str,
-        cached_input: Decimal | str | None = None,
-        cache_write: Decimal | str | None = None,
-        source: str = "config",
-    ) -> Price:
-        return cls(
-            input=usd_to_nano(input),
-            output=usd_to_nano(output),
-            cached_input=None if cached_input is None else usd_to_nano(cached_input),
-            cache_write=None if cache_write is None else usd_to_nano(cache_write),
-            source=source,
-        )
+def cost_breakdown(
+    price: Price,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    cache_write_1h_tokens: int = 0,
+    reasoning_tokens: int = 0,
+) -> CostBreakdown:
+    prompt = max(0, prompt_tokens)
+    completion = max(0, completion_tokens)
+    cached = _clamp(cached_tokens, prompt)
+    written = _clamp(cache_write_tokens, prompt - cached)
+    written_1h = _clamp(cache_write_1h_tokens, written)
+    reasoning = _clamp(reasoning_tokens, completion)
+    rates: Rates = price.rates_for(prompt)
+    input_exact = (
+        (prompt - cached - written) * rates.input
+        + cached * rates.cached_input
+        + (written - written_1h) * rates.cache_write
+        + written_1h * rates.cache_write_1h
+    )
+    output_exact = (completion - reasoning) * rates.output + reasoning * rates.reasoning
+    total = _round_half_up(input_exact + output_exact)
+    input_nano = _round_half_up(input_exact)
+    # Rounding is monotonic, so total >= input_nano and the output part is never negative.
+    return CostBreakdown(input_nano=input_nano, output_nano=total - input_nano, total_nano=total)
 
 
 def cost_nano(
@@ -47,22 +67,28 @@ def cost_nano(
     completion_tokens: int,
     cached_tokens: int = 0,
     cache_write_tokens: int = 0,
+    cache_write_1h_tokens: int = 0,
+    reasoning_tokens: int = 0,
 ) -> int:
-    """Sum every token class at its price, then round once (half up) to whole nano-USD.
-
-    Follows OpenAI's convention: cached and cache-write tokens are part of `prompt_tokens`.
-    Reasoning tokens are already inside `completion_tokens` and billed as output.
-    """
-    cached = max(0, min(cached_tokens, prompt_tokens))
-    written = max(0, min(cache_write_tokens, prompt_tokens - cached))
-    fresh = prompt_tokens - cached - written
-    numerator = (
-        fresh * price.input
-        + cached * (price.input if price.cached_input is None else price.cached_input)
-        + written * (price.input if price.cache_write is None else price.cache_write)
-        + max(0, completion_tokens) * price.output
-    )
-    return (numerator + TOKENS_PER_MTOK // 2) // TOKENS_PER_MTOK
+    """Sum every token class at its price, then round once (half up) to whole nano-USD."""
+    return cost_breakdown(
+        price,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=cached_tokens,
+        cache_write_tokens=cache_write_tokens,
+        cache_write_1h_tokens=cache_write_1h_tokens,
+        reasoning_tokens=reasoning_tokens,
+    ).total_nano
 
 
-__all__ = ["NANO_PER_USD", "Price", "cost_nano"]
+def _clamp(tokens: int, ceiling: int) -> int:
+    return max(0, min(tokens, ceiling))
+
+
+def _round_half_up(nano_tokens_per_mtok: int) -> int:
+    """(nano-USD per MTok x tokens) -> whole nano-USD, halves rounded up (all values are >= 0)."""
+    return (nano_tokens_per_mtok + TOKENS_PER_MTOK // 2) // TOKENS_PER_MTOK
+
+
+__all__ = ["NANO_PER_USD", "CostBreakdown", "Price", "Rates", "Tier", "cost_breakdown", "cost_nano"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ def _clean_upstreams(request: pytest.FixtureRequest) -> None:
 def gateway_config(database_url: str, openai_url: str, vllm_url: str, **overrides: Any) -> Config:
     raw: dict[str, Any] = {
         "database": {"url": database_url, "auto_migrate": False},
-        "ledger": {"flush_interval_ms": 5},
+        "ledger": {"flush_interval_ms": 5, "spool_dir": tempfile.mkdtemp(prefix="tollgate-spool-")},
         "server": {"max_body_bytes": 256 * 1024},
         # Short backoff so fault tests run fast; the jitter bounds are asserted against these.
         "resilience": {"retry": {"backoff_base_seconds": 0.05, "backoff_cap_seconds": 0.4}},
@@ -71,6 +72,7 @@ def gateway_config(database_url: str, openai_url: str, vllm_url: str, **override
             "ghost": {"provider": "dead", "price": PRICE},
             "sluggish": {"provider": "slow", "price": PRICE},
             "unpriced": {"provider": "openai"},
+            "catalog-priced": {"provider": "openai", "upstream_model": "gpt-4o"},
             # Fallback chains for the resilience tests.
             "resilient": {
                 "provider": "openai",

@@ -14,6 +14,8 @@ from pricing.price import Price
 from providers.types import Usage
 
 _MAX_ERROR_MESSAGE = 1000
+# Rides along in a row dict (and the spool) for `request_bodies`; never a `requests` column.
+BODY_KEY = "_body"
 
 
 @dataclass(slots=True)
@@ -65,6 +67,8 @@ class RequestRecord:
     upstream_ms: float = 0.0
     output_tokens_per_second: float | None = None
     overhead_ms: float | None = None
+    # (request, response) text, only for teams that opted in; capped, see `keep_bodies`.
+    bodies: tuple[str, str | None, bool] | None = None
 
     @classmethod
     def begin(
@@ -136,7 +140,22 @@ class RequestRecord:
             if generating > 0:
                 self.output_tokens_per_second = round(self.completion_tokens / (generating / 1000), 2)
 
+    def keep_bodies(self, request: bytes, response: bytes | None, *, limit: int) -> None:
+        truncated = len(request) > limit or (response is not None and len(response) > limit)
+        self.bodies = (
+            request[:limit].decode("utf-8", "replace"),
+            None if response is None else response[:limit].decode("utf-8", "replace"),
+            truncated,
+        )
+
     def to_row(self) -> dict[str, Any]:
+        row = self._columns()
+        if self.bodies is not None:
+            request, response, truncated = self.bodies
+            row[BODY_KEY] = {"request_body": request, "response_body": response, "truncated": truncated}
+        return row
+
+    def _columns(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "created_at": self.created_at,

@@ -14,6 +14,7 @@ from gateway.accounting.schema import request_bodies, requests
 log = logging.getLogger("tollgate.ledger")
 
 _DAYS_AHEAD = 3
+_PARTITION_LOCK = 0x7011_6A7F
 _DELETE_BATCH = 5000
 
 
@@ -27,6 +28,8 @@ async def ensure_partitions(engine: AsyncEngine, *, today: date | None = None) -
         return
     today = today or datetime.now(UTC).date()
     async with engine.begin() as conn:
+        # Replicas (and this process's own maintenance task) must not race to create one table.
+        await conn.execute(text(f"SELECT pg_advisory_xact_lock({_PARTITION_LOCK})"))
         for offset in range(-1, _DAYS_AHEAD + 1):
             day = today + timedelta(days=offset)
             await conn.execute(

@@ -11,10 +11,12 @@ from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gateway.accounting.record import BODY_KEY
 from gateway.accounting.schema import (
     ROLLUP_DIMENSIONS,
     ROLLUP_MEASURES,
     TAG_MEASURES,
+    request_bodies,
     requests,
     spend_daily,
     spend_daily_tags,
@@ -29,6 +31,7 @@ async def insert_rows(conn: AsyncConnection, rows: list[dict[str, Any]]) -> int:
     """Insert rows not already present; returns how many were new. Call inside a transaction."""
     if not rows:
         return 0
+    bodies = {row["id"]: row.pop(BODY_KEY) for row in rows if BODY_KEY in row}
     statement = (
         _insert(conn, requests)
         .on_conflict_do_nothing(index_elements=["id", "created_at"])
@@ -38,6 +41,13 @@ async def insert_rows(conn: AsyncConnection, rows: list[dict[str, Any]]) -> int:
     new_ids = set(result.scalars().all())
     fresh = [row for row in rows if row["id"] in new_ids]
     await _add_to_rollups(conn, fresh)
+    kept = [
+        {"id": row["id"], "created_at": row["created_at"], "team": row["team"], **bodies[row["id"]]}
+        for row in fresh
+        if row["id"] in bodies
+    ]
+    if kept:
+        await conn.execute(request_bodies.insert(), kept)
     return len(fresh)
 
 
@@ -70,17 +80,18 @@ async def _add_to_rollups(conn: AsyncConnection, rows: list[dict[str, Any]]) -> 
             tag_totals = tagged[(day, str(tag), row["team"] or "")]
             for name in TAG_MEASURES:
                 tag_totals[name] += measures[name]
-    await _upsert(conn, spend_daily, ("day", *ROLLUP_DIMENSIONS), ROLLUP_MEASURES, daily)
-    await _upsert(conn, spend_daily_tags, ("day", "tag", "team"), TAG_MEASURES, tagged)
+    await upsert_totals(conn, spend_daily, ("day", *ROLLUP_DIMENSIONS), ROLLUP_MEASURES, daily)
+    await upsert_totals(conn, spend_daily_tags, ("day", "tag", "team"), TAG_MEASURES, tagged)
 
 
-async def _upsert(
+async def upsert_totals(
     conn: AsyncConnection,
     table: Table,
     keys: tuple[str, ...],
     measures: tuple[str, ...],
     groups: dict[tuple[Any, ...], dict[str, int]],
 ) -> None:
+    """Add each group's measures to its rollup row, creating the row if it is new."""
     if not groups:
         return
     values = [dict(zip(keys, key, strict=True)) | totals for key, totals in groups.items()]

@@ -72,3 +72,16 @@ class Spool:
     @staticmethod
     def done(path: Path) -> None:
         path.unlink(missing_ok=True)
+
+    @staticmethod
+    def set_aside(path: Path) -> None:
+        """A file the database refused: renamed `.rejected`, so it is never replayed again nor lost."""
+        path.rename(path.with_suffix(".rejected"))
+
+    def reject(self, rows: list[dict[str, Any]]) -> None:
+        """Rows the database refused on first write, kept for a person to look at."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / f"{_ACTIVE}.{time.time_ns()}.rejected").open("wb") as handle:
+            handle.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -12,8 +12,10 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.accounting.record import RequestRecord
@@ -24,7 +26,9 @@ from gateway.database import ping
 
 log = logging.getLogger("tollgate.ledger")
 
-_DB_ERRORS = (SQLAlchemyError, OSError, TimeoutError, ConnectionError)
+# The database is away (refused, reset, timed out): spool and wait for it. Any other error is
+# about the rows themselves, and waiting would not help: those rows are set aside, never lost.
+_DB_ERRORS = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout, OSError, TimeoutError)
 _WRITE_TIMEOUT = 15.0
 _REPLAY_BATCH = 1000
 _MAINTENANCE_SECONDS = 3600.0
@@ -74,8 +78,8 @@ class LedgerWriter:
         A database that is down now is not fatal: rows will spool until it is back."""
         try:
             await asyncio.wait_for(ensure_partitions(self._engine), 10.0)
-        except _DB_ERRORS as exc:
-            log.warning("ledger: could not prepare partitions (%s); continuing", type(exc).__name__)
+        except Exception as exc:  # serving matters more; rows land in the default partition meanwhile
+            log.warning("ledger: could not prepare partitions (%s: %s); continuing", type(exc).__name__, exc)
 
     def start(self) -> None:
         if not self._tasks:
@@ -123,24 +127,30 @@ class LedgerWriter:
                 batch.append(self._queue.get_nowait())
             try:
                 await self._write([record.to_row() for record in batch])
-            except Exception:  # the writer must outlive any single bad batch
-                log.exception("ledger: batch of %d rows could not be written or spooled", len(batch))
+            except Exception:  # even the spool failed (disk full?): say so loudly, keep serving
+                log.exception("ledger: %d rows could not be written nor spooled", len(batch))
             finally:
                 for _ in batch:
                     self._queue.task_done()
 
-    async def _write(self, rows: list[dict[str, object]]) -> None:
+    async def _write(self, rows: list[dict[str, Any]]) -> None:
+        """Into the database, or else durably into the spool: a batch is never dropped here."""
         if not self._db_down:
             try:
                 await asyncio.wait_for(self._insert(rows), _WRITE_TIMEOUT)
                 return
-            except _DB_ERRORS as exc:
-                log.warning("ledger: database unavailable (%s); spooling rows locally", type(exc).__name__)
-                self._db_down = True
+            except Exception as exc:
+                if _transient(exc):
+                    log.warning(
+                        "ledger: database unavailable (%s); spooling rows locally", type(exc).__name__
+                    )
+                    self._db_down = True
+                else:
+                    log.exception("ledger: the database refused a batch; spooled for a row-by-row replay")
         await asyncio.to_thread(self._spool.append, rows)
         self.spooled += len(rows)
 
-    async def _insert(self, rows: list[dict[str, object]]) -> None:
+    async def _insert(self, rows: list[dict[str, Any]]) -> None:
         async with self._engine.begin() as conn:
             self.written += await insert_rows(conn, rows)
 
@@ -158,13 +168,15 @@ class LedgerWriter:
                     next_maintenance = time.monotonic() + _MAINTENANCE_SECONDS
             except _DB_ERRORS as exc:
                 log.warning("ledger: maintenance failed (%s)", type(exc).__name__)
+            except Exception:  # the loop must outlive any one failure
+                log.exception("ledger: maintenance failed")
             await asyncio.sleep(self._probe_interval)
 
     async def _recover(self) -> None:
         if self._db_down:
             try:
                 await asyncio.wait_for(ping(self._engine), 5.0)
-            except _DB_ERRORS:
+            except Exception:  # still away, whatever form the refusal takes
                 return
             log.info("ledger: database is back; replaying the spool")
             self._db_down = False
@@ -175,14 +187,47 @@ class LedgerWriter:
         async with self._replay_lock:
             for path in self._spool.pending():
                 rows = list(self._spool.read(path))
-                try:
-                    for start in range(0, len(rows), _REPLAY_BATCH):
-                        await asyncio.wait_for(
-                            self._insert(rows[start : start + _REPLAY_BATCH]), _WRITE_TIMEOUT
-                        )
-                except _DB_ERRORS as exc:
-                    log.warning("ledger: replay interrupted (%s); will retry", type(exc).__name__)
-                    self._db_down = True
-                    return
+                for start in range(0, len(rows), _REPLAY_BATCH):
+                    try:
+                        await self._replay_batch(rows[start : start + _REPLAY_BATCH])
+                    except Exception as exc:
+                        log.warning("ledger: replay interrupted (%s); will retry", type(exc).__name__)
+                        self._db_down = True
+                        return
                 self._spool.done(path)
                 log.info("ledger: replayed %d spooled rows from %s", len(rows), path.name)
+
+    async def _replay_batch(self, rows: list[dict[str, Any]]) -> None:
+        """Insert a spooled batch; if the database refuses it while reachable, find the rows at
+        fault one by one and set only those aside, so one bad row never holds up the rest."""
+        try:
+            await asyncio.wait_for(self._insert(rows), _WRITE_TIMEOUT)
+            return
+        except Exception as exc:
+            if _transient(exc):
+                raise
+            log.warning("ledger: a spooled batch was refused (%s); retrying row by row", type(exc).__name__)
+        refused = []
+        for row in rows:
+            try:
+                await asyncio.wait_for(self._insert([row]), _WRITE_TIMEOUT)
+            except Exception as exc:
+                if _transient(exc):
+                    raise
+                refused.append(row)
+        if refused:
+            log.error("ledger: %d rows refused by the database; kept in a .rejected spool file", len(refused))
+            await asyncio.to_thread(self._spool.reject, refused)
+
+
+def _transient(exc: BaseException) -> bool:
+    """The database is away or the connection broke: waiting and retrying will help."""
+    if isinstance(exc, _DB_ERRORS):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated or _connection_broke(exc))
+
+
+def _connection_broke(exc: DBAPIError) -> bool:
+    # asyncpg reports a connection dropped mid-query as a bare DBAPIError; its cause says so.
+    cause = exc.orig.__cause__ if exc.orig is not None else None
+    return isinstance(cause, ConnectionError | OSError) or "connection was closed" in str(exc.orig)

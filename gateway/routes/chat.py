@@ -35,6 +35,22 @@ log = logging.getLogger("tollgate.chat")
 _CLIENT_CLOSED = 499
 _MAX_IDEMPOTENCY_KEY = 255
 TIMEOUT_HEADER = "x-tollgate-timeout-ms"
+TAGS_HEADER = "x-tollgate-tags"
+_MAX_TAGS = 10
+_MAX_TAG_LENGTH = 64
+
+
+def parse_tags(value: str | None) -> tuple[str, ...]:
+    """`x-tollgate-tags: checkout, search` -> ("checkout", "search"): at most ten, each short."""
+    if not value:
+        return ()
+    tags = [tag.strip() for tag in value.split(",") if tag.strip()]
+    if len(tags) > _MAX_TAGS or any(len(tag) > _MAX_TAG_LENGTH for tag in tags):
+        raise InvalidRequest(
+            f"{TAGS_HEADER} takes at most {_MAX_TAGS} tags of at most {_MAX_TAG_LENGTH} characters",
+            param=TAGS_HEADER,
+        )
+    return tuple(dict.fromkeys(tags))
 
 
 class _Idempotency:
@@ -60,6 +76,8 @@ async def chat_completions(request: Request) -> Response:
         chat = parse_chat_request(raw)
         record.requested_model = chat.model
         record.stream = chat.stream
+        record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
+        record.tags = parse_tags(request.headers.get(TAGS_HEADER))
         model = runtime.registry.resolve(chat.model)
         if model is None:
             raise UnknownModel(f"the model '{chat.model}' does not exist", param="model")
@@ -91,6 +109,8 @@ async def chat_completions(request: Request) -> Response:
             await runtime.idempotency.complete(
                 held.key, held.digest, StoredResponse(200, headers, completion.body)
             )
+        if runtime.config.ledger.store_bodies:
+            record.keep_bodies(raw, completion.body, limit=runtime.config.ledger.body_max_bytes)
         return Response(completion.body, media_type="application/json", headers=headers)
     except Exception as exc:
         _attribute(record, trace)
@@ -200,7 +220,8 @@ async def _relay(
     ledger row is written in `finally`, so a client that disconnects is still billed."""
     usage: Usage | None = None
     generated = 0
-    sent: list[bytes] | None = [] if held is not None else None
+    keep = runtime.config.ledger.store_bodies
+    sent: list[bytes] | None = [] if held is not None or keep else None
     try:
         chunk = first
         while True:
@@ -227,6 +248,8 @@ async def _relay(
             usage = estimate_usage(chat.messages, generated)
             record.usage_estimated = True
         bill(runtime, record, usage, trace)
+        if keep and sent is not None:
+            record.keep_bodies(chat.raw, b"".join(sent), limit=runtime.config.ledger.body_max_bytes)
         _close_record(runtime, record)
         with anyio.CancelScope(shield=True):
             await chunks.aclose()

@@ -3,6 +3,7 @@ client gets and what the ledger says. Backoff in these tests: base 0.05 s, cap 0
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import httpx
@@ -30,7 +31,7 @@ def upstream_calls(upstream: SandboxServer, model: str | None = None) -> list[di
 
 
 def gaps(calls: list[dict[str, Any]]) -> list[float]:
-    return [b["time"] - a["time"] for a, b in zip(calls, calls[1:], strict=False)]
+    return [b["time"] - a["time"] for a, b in itertools.pairwise(calls)]
 
 
 def create(client: openai.OpenAI, model: str, **kwargs: Any) -> Any:
