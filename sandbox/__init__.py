@@ -1,4 +1,4 @@
-"""Upstream LLM API emulators (OpenAI and vLLM dialects) for tests, benchmarks and the embedded default.
+"""Upstream LLM API emulators (OpenAI, vLLM, Anthropic and Gemini) for tests, benchmarks and the demo.
 
 Independent of every other Tollgate package on purpose: it implements the wire
 formats itself, so it catches the gateway adapters' mistakes instead of sharing them.

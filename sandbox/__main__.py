@@ -1,4 +1,4 @@
-"""Command line: ``python -m sandbox --port 9000 --dialect openai|vllm [options]``."""
+"""Command line: ``python -m sandbox --port 9000 --dialect openai|vllm|anthropic|gemini [options]``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        help="latency model (default: managed for openai, local for vllm)",
+        help="latency model (default: local for vllm, managed for the others)",
     )
     parser.add_argument("--instant", action="store_true", help="same as --profile instant")
     parser.add_argument("--seed", type=int, default=0, help="seed of every generated text")
@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         dest="models",
         help="a served model (repeatable); without any, every model name is accepted",
     )
-    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of random 503s")
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.0, help="share of random overloads (503; 529 on anthropic)"
+    )
     parser.add_argument(
         "--prompt-tokens-details",
         action=argparse.BooleanOptionalAction,
@@ -42,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
         help="vllm: report prefix-cache hits as usage.prompt_tokens_details.cached_tokens",
     )
     parser.add_argument("--cache-blocks", type=int, default=16_384, help="prefix cache size")
+    parser.add_argument(
+        "--cache-min-tokens",
+        type=int,
+        help="shortest cached prompt prefix (default: 0 vllm, 1024 openai/anthropic, 2048 gemini)",
+    )
     parser.add_argument("--max-num-seqs", type=int, help="concurrent requests before queueing")
     parser.add_argument("--max-model-len", type=int, help="context window in tokens")
     parser.add_argument("--log-level", default="warning")
@@ -61,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         cache_blocks=args.cache_blocks,
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
+        cache_min_tokens=args.cache_min_tokens,
     )
     sock = bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]

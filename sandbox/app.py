@@ -1,20 +1,22 @@
-"""The sandbox ASGI app: routing, the request log, fault injection and the lifespan."""
+"""The sandbox ASGI app: dialect choice, routing, the request log, fault injection and the lifespan."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 
 import orjson
 
+from sandbox.anthropic_dialect import AnthropicDialect
 from sandbox.asgi import Exchange, Receive, Scope, Send
 from sandbox.config import SandboxConfig
 from sandbox.control import Control, RequestLog
+from sandbox.dialect import Dialect, Handler
 from sandbox.engine import Engine
+from sandbox.errors import ApiError
 from sandbox.faults import FaultBook, FaultRule, parse_header
+from sandbox.gemini_dialect import GeminiDialect
 from sandbox.openai_dialect import OpenAIDialect
-from sandbox.openai_errors import ApiError, fault_error
 from sandbox.prefix_cache import CachePolicy, PrefixCache
 from sandbox.stats import EngineStats
 from sandbox.textgen import TextGenerator
@@ -24,21 +26,19 @@ __all__ = ["SandboxApp", "create_app"]
 
 logger = logging.getLogger("sandbox")
 
-Handler = Callable[[Exchange], Awaitable[None]]
+# How hits are reported: OpenAI in 128-token steps, the others per 16-token block
+# (Anthropic's own breakpoint accounting bypasses the shared cache).
+_STEP_TOKENS = {"openai": 128}
+# A random fault (--fault-rate) is what the API answers when it is overloaded.
+_RANDOM_STATUS = {"anthropic": 529}
 
-# vLLM reports every cached 16-token block; OpenAI caches prompts of 1,024+
-# tokens and reports hits in 128-token steps.
-_POLICIES = {
-    "vllm": CachePolicy(min_prompt_tokens=0, step_tokens=16),
-    "openai": CachePolicy(min_prompt_tokens=1024, step_tokens=128),
-}
-_BAD_JSON = (
-    "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
-    "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
-    "sent was not valid JSON. If you have trouble figuring out how to fix this, please "
-    "contact us through our help center at help.openai.com.)"
-)
-_MODEL_PREFIX = "/v1/models/"
+
+def _dialect(config: SandboxConfig, engine: Engine) -> Dialect:
+    if config.dialect == "anthropic":
+        return AnthropicDialect(config, engine)
+    if config.dialect == "gemini":
+        return GeminiDialect(config, engine)
+    return OpenAIDialect(config, engine)
 
 
 class SandboxApp:
@@ -53,16 +53,23 @@ class SandboxApp:
             self.stats.model(model)
         self.engine = Engine(
             profile=config.latency,
-            policy=_POLICIES[config.dialect],
+            policy=CachePolicy(
+                min_prompt_tokens=config.cache_minimum,
+                step_tokens=_STEP_TOKENS.get(config.dialect, 16),
+            ),
             cache=self.cache,
             generator=TextGenerator(config.seed),
             stats=self.stats,
             max_num_seqs=config.num_seqs,
         )
-        self.faults = FaultBook(fault_rate=config.fault_rate, seed=config.seed)
+        self.faults = FaultBook(
+            fault_rate=config.fault_rate,
+            seed=config.seed,
+            random_status=_RANDOM_STATUS.get(config.dialect, 503),
+        )
         self.log = RequestLog(config.request_log_size)
-        self.dialect = OpenAIDialect(config, self.engine)
-        self.control = Control(self.log, self.faults, self.cache)
+        self.dialect = _dialect(config, self.engine)
+        self.control = Control(self.log, self.faults, self.cache, on_reset=[self.dialect.reset])
         self.vllm_ops = VllmOps(self.stats, self.cache) if self.vllm else None
         self.routes: dict[tuple[str, str], Handler] = dict(self.dialect.routes())
         if self.vllm_ops is not None:
@@ -94,36 +101,23 @@ class SandboxApp:
         try:
             await self._serve(ex)
         except ApiError as error:
-            if not ex.started:
-                await ex.respond(error.status, self.dialect.error(error), headers=error.headers)
+            await self._error(ex, error)
         except Exception:
             logger.exception("sandbox: %s %s failed", ex.method, ex.path)
-            if not ex.started:
-                crash = ApiError(500, "The server had an error while processing your request.")
-                await ex.respond(500, self.dialect.error(crash))
+            await self._error(ex, ApiError(500, self.dialect.crash_message))
 
-    def _handler(self, ex: Exchange) -> Handler | None:
-        handler = self.routes.get((ex.method, ex.path))
-        if handler is None and ex.method == "GET" and ex.path.startswith(_MODEL_PREFIX):
-            model = ex.path[len(_MODEL_PREFIX) :]
-            return lambda exchange: self.dialect.retrieve_model(exchange, model)
-        return handler
-
-    async def _not_found(self, ex: Exchange) -> None:
-        known = any(path == ex.path for _, path in self.routes)
-        status = 405 if known else 404
-        if self.vllm:  # FastAPI's own answer
-            detail = b"Method Not Allowed" if known else b"Not Found"
-            await ex.respond(status, b'{"detail":"' + detail + b'"}')
-            return
-        error = ApiError(status, f"Invalid URL ({ex.method} {ex.path})")
-        await ex.respond(status, self.dialect.error(error))
+    async def _error(self, ex: Exchange, error: ApiError) -> None:
+        if not ex.started:
+            body, headers = self.dialect.error_response(error)
+            await ex.respond(error.status, body, headers=headers)
 
     async def _serve(self, ex: Exchange) -> None:
-        handler = self._handler(ex)
+        handler = self.routes.get((ex.method, ex.path)) or self.dialect.resolve(ex.method, ex.path)
         if handler is None:
-            await self._not_found(ex)
+            known = any(path == ex.path for _, path in self.routes)
+            await self.dialect.not_found(ex, known=known)
             return
+        self.dialect.authenticate(ex)
         payload: object = None
         malformed = False
         if ex.body:
@@ -131,13 +125,11 @@ class SandboxApp:
                 payload = orjson.loads(ex.body)
             except orjson.JSONDecodeError:
                 malformed = True
-        model = stream = None
-        if isinstance(payload, dict):
-            model, stream = payload.get("model"), payload.get("stream")
-        rule = self._fault(ex, model if isinstance(model, str) else None, stream=bool(stream))
+        model, stream = self.dialect.request_facts(ex, payload)
+        rule = self._fault(ex, model, stream=stream)
         if rule is not None:
             if rule.kind == "status":
-                raise fault_error(rule, model=model if isinstance(model, str) else None)
+                raise self.dialect.fault_error(rule, model)
             if rule.kind == "reset":
                 await ex.abort(reset=True)
                 return
@@ -146,7 +138,7 @@ class SandboxApp:
             else:
                 ex.fault = rule
         if malformed:
-            raise ApiError(400, _BAD_JSON)
+            raise self.dialect.malformed_json()
         ex.payload = payload
         await handler(ex)
 

@@ -12,6 +12,7 @@ import socket
 import struct
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 from sandbox.faults import FaultRule
 
@@ -49,6 +50,14 @@ class Exchange:
         for key, value in self.scope["headers"]:
             if key == name:
                 return bytes(value).decode("latin-1")
+        return None
+
+    def query(self, name: str) -> str | None:
+        """The first value of a query-string parameter, or None."""
+        raw = bytes(self.scope.get("query_string", b"")).decode("latin-1")
+        for key, value in parse_qsl(raw, keep_blank_values=True):
+            if key == name:
+                return value
         return None
 
     def headers(self) -> dict[str, str]:
@@ -90,9 +99,10 @@ class Exchange:
         await self.send({"type": "http.response.start", "status": status, "headers": raw})
         await self.send({"type": "http.response.body", "body": body})
 
-    async def start_stream(self, *, headers: HeaderPairs = ()) -> None:
-        """Send the 200 head of a server-sent-events stream."""
-        raw = [*_SSE, *((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers)]
+    async def start_stream(self, *, headers: HeaderPairs = (), content_type: bytes | None = None) -> None:
+        """Send the 200 head of a streamed body: server-sent events unless ``content_type`` is given."""
+        head = _SSE if content_type is None else ((b"content-type", content_type),)
+        raw = [*head, *((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers)]
         self.started = True
         await self.send({"type": "http.response.start", "status": 200, "headers": raw})
 

@@ -9,13 +9,22 @@ from sandbox.latency import PROFILES, LatencyProfile, ProfileName
 
 __all__ = ["DIALECTS", "Dialect", "SandboxConfig"]
 
-Dialect = Literal["openai", "vllm"]
-DIALECTS: tuple[Dialect, ...] = ("openai", "vllm")
+Dialect = Literal["openai", "vllm", "anthropic", "gemini"]
+DIALECTS: tuple[Dialect, ...] = ("openai", "vllm", "anthropic", "gemini")
 
-_DEFAULT_PROFILE: dict[str, ProfileName] = {"openai": "managed", "vllm": "local"}
+_DEFAULT_PROFILE: dict[str, ProfileName] = {
+    "openai": "managed",
+    "vllm": "local",
+    "anthropic": "managed",
+    "gemini": "managed",
+}
 # vLLM's --max-num-seqs default; a managed API has no queue we can see.
-_DEFAULT_MAX_NUM_SEQS: dict[str, int | None] = {"openai": None, "vllm": 256}
-_DEFAULT_MAX_MODEL_LEN = {"openai": 128_000, "vllm": 32_768}
+_DEFAULT_MAX_NUM_SEQS: dict[str, int | None] = {"vllm": 256}
+_DEFAULT_MAX_MODEL_LEN = {"openai": 128_000, "vllm": 32_768, "anthropic": 200_000, "gemini": 1_048_576}
+# The shortest prompt (prefix) that is cached: vLLM caches every block; OpenAI and
+# Anthropic (Sonnet 4.x, Opus 4/4.1) need 1,024 tokens; Gemini 2.5's implicit
+# cache 2,048.
+_DEFAULT_CACHE_MIN_TOKENS = {"openai": 1024, "vllm": 0, "anthropic": 1024, "gemini": 2048}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,7 @@ class SandboxConfig:
     max_model_len: int | None = None
     embedding_dims: int = 256
     request_log_size: int = 1000
+    cache_min_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.dialect not in DIALECTS:
@@ -43,11 +53,13 @@ class SandboxConfig:
             raise ValueError("fault_rate must be between 0 and 1")
         if self.cache_blocks < 1 or self.embedding_dims < 1 or self.request_log_size < 1:
             raise ValueError("cache_blocks, embedding_dims and request_log_size must be positive")
+        if self.cache_min_tokens is not None and self.cache_min_tokens < 0:
+            raise ValueError("cache_min_tokens must not be negative")
         object.__setattr__(self, "models", tuple(self.models))
 
     @property
     def profile_name(self) -> ProfileName:
-        """The latency profile in effect (managed for openai, local for vllm by default)."""
+        """The latency profile in effect (local for vllm, managed for the managed APIs by default)."""
         return self.profile or _DEFAULT_PROFILE[self.dialect]
 
     @property
@@ -60,9 +72,16 @@ class SandboxConfig:
         """Concurrent requests before queueing (None: unlimited)."""
         if self.max_num_seqs is not None:
             return self.max_num_seqs or None
-        return _DEFAULT_MAX_NUM_SEQS[self.dialect]
+        return _DEFAULT_MAX_NUM_SEQS.get(self.dialect)
 
     @property
     def model_len(self) -> int:
         """Context window: prompt plus completion tokens allowed per request."""
         return self.max_model_len or _DEFAULT_MAX_MODEL_LEN[self.dialect]
+
+    @property
+    def cache_minimum(self) -> int:
+        """The shortest prompt prefix, in tokens, that the dialect's prompt cache keeps."""
+        if self.cache_min_tokens is not None:
+            return self.cache_min_tokens
+        return _DEFAULT_CACHE_MIN_TOKENS[self.dialect]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -49,10 +49,18 @@ class RequestLog:
 class Control:
     """Handlers for ``/_sandbox/requests``, ``/_sandbox/faults`` and ``/_sandbox/reset``."""
 
-    def __init__(self, log: RequestLog, faults: FaultBook, cache: PrefixCache) -> None:
+    def __init__(
+        self,
+        log: RequestLog,
+        faults: FaultBook,
+        cache: PrefixCache,
+        *,
+        on_reset: Sequence[Callable[[], None]] = (),
+    ) -> None:
         self.log = log
         self.faults = faults
         self.cache = cache
+        self.on_reset = tuple(on_reset)
 
     def routes(self) -> dict[tuple[str, str], Handler]:
         """The endpoints, by (method, path)."""
@@ -95,10 +103,12 @@ class Control:
         await ex.respond(200, b'{"ok":true}')
 
     async def reset(self, ex: Exchange) -> None:
-        """``POST /_sandbox/reset``: clear the log, the faults and the prefix cache."""
+        """``POST /_sandbox/reset``: clear the log, the faults and the prompt caches."""
         self.log.clear()
         self.faults.clear()
         self.cache.clear()
+        for hook in self.on_reset:
+            hook()
         await ex.respond(200, b'{"ok":true}')
 
     def _pending(self) -> bytes:

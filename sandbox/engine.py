@@ -39,6 +39,9 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     tool: ToolCallSpec | None = None
+    # Cached prompt tokens the dialect worked out itself (Anthropic's explicit
+    # breakpoints); None looks the prompt up in the shared prefix cache.
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +146,11 @@ class Engine:
         """Look the prompt up in the prefix cache and decide every choice's output."""
         prompt = request.prompt
         n_prompt = len(prompt)
-        hit = 0
-        if self.policy.cacheable(n_prompt):
-            hit = self.cache.match(prompt.tokens)
-        cached = self.policy.reported(hit)
+        if request.cached_tokens is not None:
+            hit = cached = request.cached_tokens
+        else:
+            hit = self.cache.match(prompt.tokens) if self.policy.cacheable(n_prompt) else 0
+            cached = self.policy.reported(hit)
         choices = tuple(self._choice(request, i) for i in range(request.n))
         return Plan(
             prompt_tokens=n_prompt,

@@ -11,9 +11,10 @@ A rule is a JSON object::
 
 plus on every kind ``count`` (matching requests it applies to; default 1, -1 =
 forever), ``model`` (only requests for that model) and ``path`` (only that path;
-by default any ``/v1/...`` path). The ``x-sandbox-fault`` request header takes a
-JSON rule or the short form ``429``, ``status=503,retry_after=1``, ``reset``,
-``timeout=2``, ``drop_after=3`` or ``stream_error=1``.
+by default any API path: ``/v1/...``, or Gemini's ``/v1beta/...``). The
+``x-sandbox-fault`` request header takes a JSON rule or the short form
+``429``, ``status=503,retry_after=1``, ``reset``, ``timeout=2``,
+``drop_after=3`` or ``stream_error=1``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = ["FaultBook", "FaultRule", "parse_header", "parse_rule"]
 FaultKind = Literal["status", "timeout", "reset", "drop_after", "stream_error"]
 _KINDS = ("status", "timeout", "reset", "drop_after", "stream_error")
 _STREAM_KINDS = ("drop_after", "stream_error")
+_API_PREFIXES = ("/v1/", "/v1beta/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,7 @@ class FaultRule:
         if self.kind in _STREAM_KINDS and not stream:
             return False
         if self.path is None:
-            if not path.startswith("/v1/"):
+            if not path.startswith(_API_PREFIXES):
                 return False
         elif self.path != path:
             return False
@@ -166,11 +168,12 @@ def _scalar(text: str) -> object:
 
 
 class FaultBook:
-    """Pending fault rules in order, plus random 503s at a seeded rate."""
+    """Pending fault rules in order, plus random overloads (503 by default) at a seeded rate."""
 
-    def __init__(self, *, fault_rate: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, *, fault_rate: float = 0.0, seed: int = 0, random_status: int = 503) -> None:
         self._rules: list[FaultRule] = []
         self._rate = fault_rate
+        self._random_status = random_status
         self._rng = random.Random(seed ^ 0xFA17)
 
     @property
@@ -195,6 +198,6 @@ class FaultBook:
                 elif rule.count > 1:
                     self._rules[i] = replace(rule, count=rule.count - 1)
                 return rule
-        if self._rate > 0 and path.startswith("/v1/") and self._rng.random() < self._rate:
-            return FaultRule(kind="status", status=503)
+        if self._rate > 0 and path.startswith(_API_PREFIXES) and self._rng.random() < self._rate:
+            return FaultRule(kind="status", status=self._random_status)
         return None

@@ -6,16 +6,15 @@ import asyncio
 import hashlib
 import os
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-import orjson
 
 from sandbox.asgi import Exchange
 from sandbox.config import SandboxConfig
+from sandbox.dialect import Dialect, Handler
 from sandbox.engine import Engine, Run
+from sandbox.faults import FaultRule
 from sandbox.openai_embeddings import OpenAIEmbeddings
-from sandbox.openai_errors import ApiError, error_body, fault_error
+from sandbox.openai_errors import BAD_JSON, ApiError, error_body, fault_error
+from sandbox.openai_models import OpenAIModels
 from sandbox.openai_request import ChatParams, from_chat_request
 from sandbox.openai_response import ChatWriter
 from sandbox.sse import SSEWriter, StreamCut
@@ -23,13 +22,12 @@ from sandbox.tokens import Tokenizer
 
 __all__ = ["DEFAULT_MODELS", "OpenAIDialect"]
 
-Handler = Callable[[Exchange], Awaitable[None]]
-
 # Listed by /v1/models when no --model is given (any name is still accepted).
 DEFAULT_MODELS = {
     "openai": ("gpt-4o-mini", "gpt-4o", "text-embedding-3-small"),
     "vllm": ("sandbox-llm",),
 }
+_MODEL_PREFIX = "/v1/models/"
 _RATE_HEADERS = (
     ("openai-version", "2020-10-01"),
     ("openai-organization", "user-sandbox"),
@@ -42,8 +40,10 @@ _RATE_HEADERS = (
 )
 
 
-class OpenAIDialect:
+class OpenAIDialect(Dialect):
     """Serves the OpenAI wire format; ``vllm`` switches to vLLM's variant of it."""
+
+    crash_message = "The server had an error while processing your request."
 
     def __init__(self, config: SandboxConfig, engine: Engine) -> None:
         self.config = config
@@ -51,15 +51,15 @@ class OpenAIDialect:
         self.vllm = config.dialect == "vllm"
         digest = hashlib.blake2b(str(config.seed).encode(), digest_size=5).hexdigest()
         self.fingerprint = "fp_" + digest
-        self.created = int(time.time())
         self.tokenizer = Tokenizer()
         self.embeddings = OpenAIEmbeddings(config, engine.profile, self.check_model)
+        self.models = OpenAIModels(config, self.served_models, self.check_model)
 
     def routes(self) -> dict[tuple[str, str], Handler]:
         """The endpoints this dialect answers, by (method, path)."""
         return {
             ("POST", "/v1/chat/completions"): self.chat,
-            ("GET", "/v1/models"): self.list_models,
+            ("GET", "/v1/models"): self.models.list_models,
             ("POST", "/v1/embeddings"): self.embeddings.handle,
         }
 
@@ -78,9 +78,31 @@ class OpenAIDialect:
                 code="model_not_found",
             )
 
+    def resolve(self, method: str, path: str) -> Handler | None:
+        """``GET /v1/models/{model}``."""
+        if method == "GET" and path.startswith(_MODEL_PREFIX):
+            model = path[len(_MODEL_PREFIX) :]
+            return lambda ex: self.models.retrieve_model(ex, model)
+        return None
+
     def error(self, error: ApiError) -> bytes:
         """The body of an error answer in this flavour."""
         return error_body(error, vllm=self.vllm)
+
+    def fault_error(self, rule: FaultRule, model: str | None) -> ApiError:
+        """OpenAI's error for a status or stream_error fault."""
+        return fault_error(rule, model=model)
+
+    def malformed_json(self) -> ApiError:
+        """OpenAI's 400 for a body that is not JSON."""
+        return ApiError(400, BAD_JSON)
+
+    async def not_found(self, ex: Exchange, *, known: bool) -> None:
+        """404 (405 for a known path), as FastAPI's own answer on vLLM."""
+        if not self.vllm:
+            await super().not_found(ex, known=known)
+        detail = b"Method Not Allowed" if known else b"Not Found"
+        await ex.respond(405 if known else 404, b'{"detail":"' + detail + b'"}')
 
     def _headers(self, started: float) -> list[tuple[str, str]]:
         if self.vllm:
@@ -157,40 +179,3 @@ class OpenAIDialect:
         finally:
             if watcher is not None:
                 watcher.cancel()
-
-    async def list_models(self, ex: Exchange) -> None:
-        """``GET /v1/models``."""
-        cards = [self._card(m) for m in self.served_models()]
-        await ex.respond(200, orjson.dumps({"object": "list", "data": cards}))
-
-    async def retrieve_model(self, ex: Exchange, model: str) -> None:
-        """``GET /v1/models/{model}``."""
-        self.check_model(model)
-        await ex.respond(200, orjson.dumps(self._card(model)))
-
-    def _card(self, model: str) -> dict[str, Any]:
-        card: dict[str, Any] = {
-            "id": model,
-            "object": "model",
-            "created": self.created,
-            "owned_by": "vllm" if self.vllm else "system",
-        }
-        if self.vllm:
-            card.update(root=model, parent=None, max_model_len=self.config.model_len)
-            card["permission"] = [_VLLM_PERMISSION | {"created": self.created}]
-        return card
-
-
-_VLLM_PERMISSION = {
-    "id": "modelperm-sandbox",
-    "object": "model_permission",
-    "allow_create_engine": False,
-    "allow_sampling": True,
-    "allow_logprobs": True,
-    "allow_search_indices": False,
-    "allow_view": True,
-    "allow_fine_tuning": False,
-    "organization": "*",
-    "group": None,
-    "is_blocking": False,
-}

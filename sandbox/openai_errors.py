@@ -9,14 +9,12 @@ integer; its ``--api-key`` guard answers 401 with a flat ``{"error":
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from http import HTTPStatus
-
 import orjson
 
+from sandbox.errors import ApiError, phrase
 from sandbox.faults import FaultRule
 
-__all__ = ["ApiError", "error_body", "fault_error"]
+__all__ = ["BAD_JSON", "ApiError", "error_body", "fault_error"]
 
 # status -> (type, code, message) as api.openai.com sends them.
 _OPENAI: dict[int, tuple[str, str | None, str]] = {
@@ -48,6 +46,12 @@ _OPENAI: dict[int, tuple[str, str | None, str]] = {
     504: ("server_error", None, "Gateway timeout."),
     529: ("server_error", "overloaded", "The server is overloaded."),
 }
+BAD_JSON = (
+    "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
+    "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
+    "sent was not valid JSON. If you have trouble figuring out how to fix this, please "
+    "contact us through our help center at help.openai.com.)"
+)
 _VLLM_TYPES = {
     400: "BadRequestError",
     404: "NotFoundError",
@@ -57,43 +61,14 @@ _VLLM_TYPES = {
 }
 
 
-class ApiError(Exception):
-    """An error answer: HTTP status, OpenAI-style fields and extra response headers."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str | None = None,
-        param: str | None = None,
-        code: str | None = None,
-        headers: Sequence[tuple[str, str]] = (),
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = list(headers)
-
-
 def _openai_type(status: int) -> str:
     return _OPENAI.get(status, ("server_error" if status >= 500 else "invalid_request_error",))[0]
-
-
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Server Error" if status >= 500 else "Client Error"
 
 
 def _vllm_type(status: int) -> str:
     if status in _VLLM_TYPES:
         return _VLLM_TYPES[status]
-    return _phrase(status).replace(" ", "").replace("-", "").removesuffix("Error") + "Error"
+    return phrase(status).replace(" ", "").replace("-", "").removesuffix("Error") + "Error"
 
 
 def error_body(error: ApiError, *, vllm: bool) -> bytes:
@@ -120,7 +95,7 @@ def error_body(error: ApiError, *, vllm: bool) -> bytes:
 def fault_error(rule: FaultRule, *, model: str | None) -> ApiError:
     """The error a status or stream_error fault answers with."""
     status = rule.status if rule.kind == "status" else 500
-    _, default_code, message = _OPENAI.get(status, ("", None, _phrase(status) + "."))
+    _, default_code, message = _OPENAI.get(status, ("", None, phrase(status) + "."))
     if status == 429 and model:
         message = message.replace("requests per min", f"{model} on requests per min")
     if status == 429 and rule.retry_after is not None:

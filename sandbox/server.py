@@ -43,8 +43,8 @@ def uvicorn_config(app: SandboxApp, *, log_level: str = "warning") -> uvicorn.Co
 class SandboxServer:
     """A sandbox on ``127.0.0.1:<free port>``; use as ``with`` or ``async with``.
 
-    ``with SandboxServer(dialect="vllm", profile="instant") as sb:`` then talk to
-    ``sb.base_url`` and inspect ``sb.app`` (its engine, stats, faults and log).
+    ``with SandboxServer(dialect="anthropic", profile="instant") as sb:`` then talk
+    to ``sb.base_url`` and inspect ``sb.app`` (its engine, stats, faults and log).
     """
 
     def __init__(
@@ -56,6 +56,7 @@ class SandboxServer:
         seed: int = 0,
         models: Sequence[str] = (),
         fault_rate: float = 0.0,
+        cache_min_tokens: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -65,6 +66,7 @@ class SandboxServer:
             seed=seed,
             models=tuple(models),
             fault_rate=fault_rate,
+            cache_min_tokens=cache_min_tokens,
         )
         self.app = create_app(self.config)
         self.host = host

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anthropic
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
@@ -12,6 +13,11 @@ def sdk(server: SandboxServer, *, timeout: float = 10.0) -> openai.OpenAI:
     """An official SDK client without retries, so every fault is visible."""
     url = server.base_url + "/v1"
     return openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout)
+
+
+def anthropic_sdk(server: SandboxServer, *, timeout: float = 10.0) -> anthropic.Anthropic:
+    """The official Anthropic SDK without retries."""
+    return anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0, timeout=timeout)
 
 
 def long_prompt(tokens: int, *, topic: str = "gateway") -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import anthropic
 import httpx
 import openai
 import pytest
 
 from sandbox.server import SandboxServer
-from tests.sandbox.clients import sdk
+from tests.sandbox.clients import anthropic_sdk, sdk
 
 
 @pytest.fixture(scope="session")
@@ -24,13 +25,25 @@ def vllm_sb() -> Iterator[SandboxServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def anthropic_sb() -> Iterator[SandboxServer]:
+    with SandboxServer(dialect="anthropic", profile="instant") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gemini_sb() -> Iterator[SandboxServer]:
+    with SandboxServer(dialect="gemini", profile="instant") as server:
+        yield server
+
+
 @pytest.fixture(autouse=True)
-def _reset_sandboxes(request: pytest.FixtureRequest) -> None:
-    """Faults, logs and the prefix cache never leak from one test into the next."""
-    for name in ("openai_sb", "vllm_sb"):
+def _reset_sandboxes(request: pytest.FixtureRequest, http: httpx.Client) -> None:
+    """Faults, logs and the prompt caches never leak from one test into the next."""
+    for name in ("openai_sb", "vllm_sb", "anthropic_sb", "gemini_sb"):
         if name in request.fixturenames:
             server: SandboxServer = request.getfixturevalue(name)
-            httpx.post(server.base_url + "/_sandbox/reset").raise_for_status()
+            http.post(server.base_url + "/_sandbox/reset").raise_for_status()
 
 
 @pytest.fixture
@@ -42,4 +55,17 @@ def client(openai_sb: SandboxServer) -> Iterator[openai.OpenAI]:
 @pytest.fixture
 def vllm_client(vllm_sb: SandboxServer) -> Iterator[openai.OpenAI]:
     with sdk(vllm_sb) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def http() -> Iterator[httpx.Client]:
+    """One pooled HTTP client (a fresh ``httpx.post`` pays for a new client every call)."""
+    with httpx.Client(timeout=10.0) as c:
+        yield c
+
+
+@pytest.fixture
+def claude(anthropic_sb: SandboxServer) -> Iterator[anthropic.Anthropic]:
+    with anthropic_sdk(anthropic_sb) as c:
         yield c

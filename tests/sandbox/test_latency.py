@@ -1,14 +1,17 @@
-"""The latency model, loosely: prefill per uncached token, prefix-cache speed-up, decode rate."""
+"""The latency model, loosely: prefill per uncached token, cache speed-ups, decode rate, per dialect."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import anthropic
+import httpx
 import openai
 
 from sandbox.latency import PROFILES
 from sandbox.server import SandboxServer
-from tests.sandbox.clients import long_prompt, sdk
+from tests.sandbox.clients import anthropic_sdk, long_prompt, sdk
 
 
 def time_to_first_content(client: openai.OpenAI, content: str) -> float:
@@ -55,3 +58,36 @@ def test_instant_is_quick(client: openai.OpenAI) -> None:
     for _ in range(5):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
     assert time.monotonic() - started < 0.5
+
+
+def test_anthropic_cache_reads_shorten_time_to_first_token() -> None:
+    system: Any = [{"type": "text", "text": long_prompt(1500), "cache_control": {"type": "ephemeral"}}]
+
+    def ttft(client: anthropic.Anthropic) -> float:
+        started = time.monotonic()
+        with client.messages.stream(model="claude-sonnet-4-6", max_tokens=2, system=system,
+                                    messages=[{"role": "user", "content": "hi"}]) as stream:  # fmt: skip
+            for event in stream:
+                if event.type == "content_block_delta":
+                    return time.monotonic() - started
+        raise AssertionError("no content")
+
+    with SandboxServer(dialect="anthropic", profile="managed") as sb, anthropic_sdk(sb) as client:
+        cold, warm = ttft(client), ttft(client)
+    assert 0.25 <= cold < 1.5  # 40 ms + 1,500 uncached tokens at 0.2 ms
+    assert warm < cold - 0.15
+
+
+def test_gemini_stream_frames_are_paced() -> None:
+    body = {"contents": [{"parts": [{"text": "hi"}]}], "generationConfig": {"maxOutputTokens": 17}}
+    with SandboxServer(dialect="gemini", profile="managed") as sb, httpx.Client() as http:
+        url = sb.base_url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        started = time.monotonic()
+        arrivals = []
+        with http.stream("POST", url, json=body, headers={"x-goog-api-key": "k"}) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    arrivals.append(time.monotonic() - started)
+    # 17 tokens in frames of 8: at tokens 0, 8 and 16; 20 ms a token after a 40 ms start.
+    assert len(arrivals) == 3
+    assert arrivals[0] < 0.2 and 0.25 <= arrivals[-1] < 1.0

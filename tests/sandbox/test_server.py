@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 import openai
 
+from sandbox.__main__ import _parser
+from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer
 
 SANDBOX = Path(__file__).resolve().parents[2] / "sandbox"
@@ -75,3 +77,13 @@ def test_cli_prints_its_address_and_serves() -> None:
             process.stdout.close()
     # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status says why.
     assert process.returncode in (0, -signal.SIGTERM)
+
+
+def test_managed_api_dialects_default_to_the_managed_profile() -> None:
+    for dialect in ("anthropic", "gemini"):
+        config = SandboxConfig(dialect=dialect)
+        assert (config.profile_name, config.num_seqs) == ("managed", None)
+    assert SandboxConfig(dialect="anthropic").cache_minimum == 1024
+    assert SandboxConfig(dialect="gemini").cache_minimum == 2048
+    args = _parser().parse_args(["--dialect", "gemini", "--cache-min-tokens", "4096"])
+    assert (args.dialect, args.cache_min_tokens) == ("gemini", 4096)
