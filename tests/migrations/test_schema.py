@@ -13,8 +13,8 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from gateway.accounting.schema import metadata
-from migrations.env_filters import include_name
 from gateway.database import create_engine, run_migrations
+from migrations.env_filters import include_name
 
 
 def schema_drift(url: str) -> tuple[list[Any], set[str]]:
