@@ -16,8 +16,9 @@ from starlette.responses import Response
 from gateway.config import Config
 from gateway.database import resolve_database_url
 from gateway.errors import GatewayError, describe, error_body
+from gateway.hot_path import TollgateApp
 from gateway.request_id import RequestIdMiddleware
-from gateway.routes import chat, meta, spend
+from gateway.routes import chat, embeddings, meta, spend
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -37,8 +38,10 @@ def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> F
         finally:
             await runtime.stop()
 
-    app = FastAPI(title="Tollgate", version="0.1.0", lifespan=lifespan)
-    app.router.add_route("/v1/chat/completions", chat.chat_completions, methods=["POST"])
+    app = TollgateApp(title="Tollgate", version="0.1.0", lifespan=lifespan)
+    app.add_hot_route("/v1/chat/completions", chat.chat_completions)
+    app.add_hot_route("/v1/messages", chat.messages)
+    app.add_hot_route("/v1/embeddings", embeddings.embeddings)
     app.include_router(meta.router)
     app.include_router(spend.router)
     app.add_exception_handler(GatewayError, _gateway_error)

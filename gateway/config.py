@@ -77,17 +77,50 @@ class PricingConfig(Strict):
     baseline_model: str | None = None
 
 
-class OpenAICompatibleProvider(Strict):
-    """Any upstream speaking OpenAI's API: OpenAI itself, vLLM, Together, Groq, Ollama, …"""
-
-    type: Literal["openai", "vllm", "openai_compatible"]
-    base_url: str = Field(pattern=r"^https?://")
+class _Provider(Strict):
     api_key: SecretStr | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(default=600.0, gt=0)
 
 
-ProviderConfig = Annotated[OpenAICompatibleProvider, Field(discriminator="type")]
+class OpenAICompatibleProvider(_Provider):
+    """Any upstream speaking OpenAI's API: OpenAI itself, vLLM, Together, Groq, Ollama, …"""
+
+    type: Literal["openai", "vllm", "openai_compatible"]
+    base_url: str = Field(pattern=r"^https?://")
+
+
+class AnthropicProvider(_Provider):
+    """Anthropic's Messages API; `headers` is where `anthropic-beta` flags go."""
+
+    type: Literal["anthropic"]
+    base_url: str = Field(default="https://api.anthropic.com", pattern=r"^https?://")
+    # Sent as max_tokens when a client gives none (Anthropic requires one).
+    default_max_tokens: int = Field(default=4096, gt=0)
+
+
+class GeminiProvider(_Provider):
+    """Google's Gemini API (generateContent / streamGenerateContent)."""
+
+    type: Literal["gemini"]
+    base_url: str = Field(default="https://generativelanguage.googleapis.com", pattern=r"^https?://")
+
+
+class LiteLLMProvider(_Provider):
+    """The long tail (Bedrock, Vertex, Cohere, …) through LiteLLM, imported only when used."""
+
+    type: Literal["litellm"]
+    # LiteLLM's provider prefix, e.g. "bedrock": a model `claude-x` is sent as `bedrock/claude-x`.
+    model_prefix: str | None = None
+    base_url: str | None = None
+    # Passed to every litellm call, e.g. {aws_region_name: us-east-1}.
+    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+ProviderConfig = Annotated[
+    OpenAICompatibleProvider | AnthropicProvider | GeminiProvider | LiteLLMProvider,
+    Field(discriminator="type"),
+]
 
 
 class GpuConfig(Strict):

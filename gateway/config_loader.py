@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from gateway.config import Config
 
+PROVIDER_TYPES = ("openai", "vllm", "openai_compatible", "anthropic", "gemini", "litellm")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -62,9 +63,9 @@ def format_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("OpenAICompatibleProvider",) or str(part).startswith("function-after["):
+        elif str(part).startswith("function-after["):
             continue
-        elif part in ("openai", "vllm", "openai_compatible") and out.startswith("providers."):
+        elif part in PROVIDER_TYPES and out.startswith("providers.") and out.count(".") == 1:
             continue  # pydantic's discriminator tag, not a YAML key
         else:
             out += ("." if out else "") + str(part)

@@ -23,9 +23,15 @@ from gateway.models import Deployment, Model, ModelRegistry
 from gateway.resilience.backoff import plan_delay
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
-from providers.adapter import Adapter
-from providers.errors import ContextLengthExceeded, ProviderError, UpstreamBadResponse, UpstreamTimeout
-from providers.types import ChatRequest, Completion, StreamChunk, Target
+from providers.adapter import Adapter, EmbeddingAdapter
+from providers.errors import (
+    ContextLengthExceeded,
+    ProviderError,
+    UpstreamBadResponse,
+    UpstreamRejected,
+    UpstreamTimeout,
+)
+from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 T = TypeVar("T")
 Attempt = Callable[[Adapter, Target], Awaitable[T]]
@@ -88,6 +94,20 @@ class Executor:
     async def complete(self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace) -> Completion:
         async def once(adapter: Adapter, target: Target) -> Completion:
             return await adapter.complete(chat, target)
+
+        return await self._run(model, deadline, trace, once)
+
+    async def embed(
+        self, request: EmbeddingRequest, model: Model, *, deadline: float, trace: Trace
+    ) -> Completion:
+        async def once(adapter: Adapter, target: Target) -> Completion:
+            if not isinstance(adapter, EmbeddingAdapter):
+                raise UpstreamRejected(
+                    f"provider '{target.provider}' does not serve embeddings",
+                    status=400,
+                    code="unsupported_endpoint",
+                )
+            return await adapter.embed(request, target)
 
         return await self._run(model, deadline, trace, once)
 

@@ -129,7 +129,11 @@ def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, pro
 
 
 def error_from_exception(exc: httpx.HTTPError, *, provider: str) -> ProviderError:
-    if isinstance(exc, httpx.TimeoutException):
+    # A transport may report a dropped connection as a timeout (httpx-aiohttp maps aiohttp's
+    # ServerDisconnectedError to ConnectTimeout): only a real timeout underneath counts as one.
+    if isinstance(exc, httpx.TimeoutException) and (
+        exc.__cause__ is None or isinstance(exc.__cause__, TimeoutError)
+    ):
         return UpstreamTimeout(f"{provider} timed out: {type(exc).__name__}", provider=provider)
     return UpstreamUnreachable(f"{provider} unreachable: {type(exc).__name__}: {exc}", provider=provider)
 

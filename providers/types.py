@@ -25,6 +25,8 @@ class Usage:
     reasoning_tokens: int = 0
     # The provider's own usage object, kept so any cost can be re-derived later.
     raw: JSON | None = None
+    # Counted by us, not reported by the provider (e.g. Gemini reports no tokens for embeddings).
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:

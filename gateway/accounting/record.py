@@ -100,6 +100,7 @@ class RequestRecord:
         self.cache_write_1h_tokens = usage.cache_write_1h_tokens
         self.reasoning_tokens = usage.reasoning_tokens
         self.raw_usage = usage.raw
+        self.usage_estimated = self.usage_estimated or usage.estimated
         self.price_version = version
         if price is None:
             self.price_unknown = True

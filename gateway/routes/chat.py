@@ -1,5 +1,6 @@
-"""`POST /v1/chat/completions`: parse, resolve the model, run it through the executor, answer, and
-leave one ledger row whatever happens (success, bad input, upstream failure, a client that left).
+"""The completion pipeline behind `POST /v1/chat/completions` and `POST /v1/messages`: parse,
+resolve the model, run it through the executor, answer in the client's dialect, and leave one
+ledger row whatever happens (success, bad input, upstream failure, a client that left).
 
 A plain Starlette endpoint rather than a FastAPI one: this is the hot path, and it needs no
 dependency injection or response-model validation.
@@ -8,7 +9,6 @@ dependency injection or response-model validation.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
@@ -17,40 +17,30 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.accounting.estimate import estimate_usage
 from gateway.accounting.record import RequestRecord
-from gateway.chat_request import parse_chat_request
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.executor import Trace
-from gateway.models import Model
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.resilience.idempotency import StoredResponse, fingerprint
 from gateway.routes.body import read_body
+from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
+from gateway.routes.outcome import (
+    TAGS_HEADER,
+    attribute,
+    bill,
+    close_record,
+    error_response,
+    parse_tags,
+    request_deadline,
+    response_headers,
+)
 from gateway.runtime import Runtime
 from pricing.money import format_usd
 from providers.errors import ProviderError
-from providers.sse import DONE_EVENT, encode_data
 from providers.types import ChatRequest, StreamChunk, Usage
 
 log = logging.getLogger("tollgate.chat")
 
-_CLIENT_CLOSED = 499
 _MAX_IDEMPOTENCY_KEY = 255
-TIMEOUT_HEADER = "x-tollgate-timeout-ms"
-TAGS_HEADER = "x-tollgate-tags"
-_MAX_TAGS = 10
-_MAX_TAG_LENGTH = 64
-
-
-def parse_tags(value: str | None) -> tuple[str, ...]:
-    """`x-tollgate-tags: checkout, search` -> ("checkout", "search"): at most ten, each short."""
-    if not value:
-        return ()
-    tags = [tag.strip() for tag in value.split(",") if tag.strip()]
-    if len(tags) > _MAX_TAGS or any(len(tag) > _MAX_TAG_LENGTH for tag in tags):
-        raise InvalidRequest(
-            f"{TAGS_HEADER} takes at most {_MAX_TAGS} tags of at most {_MAX_TAG_LENGTH} characters",
-            param=TAGS_HEADER,
-        )
-    return tuple(dict.fromkeys(tags))
 
 
 class _Idempotency:
@@ -64,16 +54,28 @@ class _Idempotency:
 
 
 async def chat_completions(request: Request) -> Response:
+    """OpenAI's `POST /v1/chat/completions`."""
+    return await serve(request, OPENAI_CHAT)
+
+
+async def messages(request: Request) -> Response:
+    """Anthropic's `POST /v1/messages`, answered by whichever provider the model routes to."""
+    return await serve(request, ANTHROPIC_MESSAGES)
+
+
+async def serve(request: Request, dialect: Dialect) -> Response:
     runtime: Runtime = request.app.state.runtime
     record = RequestRecord.begin(
-        id=request.scope[REQUEST_ID_KEY], client_request_id=request.scope[CLIENT_REQUEST_ID_KEY]
+        id=request.scope[REQUEST_ID_KEY],
+        client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
+        endpoint=dialect.endpoint,
     )
     trace = Trace()
     held: _Idempotency | None = None
     handed_to_stream = False
     try:
         raw = await read_body(request, runtime.config.server.max_body_bytes)
-        chat = parse_chat_request(raw)
+        chat = dialect.parse(raw)
         record.requested_model = chat.model
         record.stream = chat.stream
         record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
@@ -81,7 +83,7 @@ async def chat_completions(request: Request) -> Response:
         model = runtime.registry.resolve(chat.model)
         if model is None:
             raise UnknownModel(f"the model '{chat.model}' does not exist", param="model")
-        deadline = _deadline(request, runtime, model)
+        deadline = request_deadline(request, runtime, model)
         key = request.headers.get("idempotency-key")
         if key is not None:
             replay, held = await _claim(runtime, record, key, raw, deadline)
@@ -91,53 +93,38 @@ async def chat_completions(request: Request) -> Response:
             first, chunks = await runtime.executor.open_stream(chat, model, deadline=deadline, trace=trace)
             record.mark_first_byte()
             record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
-            _attribute(record, trace)
+            attribute(record, trace)
             handed_to_stream = True
             return StreamingResponse(
-                _relay(runtime, record, chat, first, chunks, trace, held),
+                _relay(runtime, record, chat, dialect.encoder(chat), first, chunks, trace, held),
                 media_type="text/event-stream",
-                headers={**_headers(record, trace), "cache-control": "no-cache", "x-accel-buffering": "no"},
+                headers={
+                    **response_headers(record, trace),
+                    "cache-control": "no-cache",
+                    "x-accel-buffering": "no",
+                },
             )
         completion = await runtime.executor.complete(chat, model, deadline=deadline, trace=trace)
-        _attribute(record, trace)
+        attribute(record, trace)
         record.upstream_ms = trace.waiting_ms
         bill(runtime, record, completion.usage, trace)
         record.status = 200
-        headers = _headers(record, trace)
+        headers = response_headers(record, trace)
         headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
+        body = dialect.render(completion, chat)
         if held is not None:
-            await runtime.idempotency.complete(
-                held.key, held.digest, StoredResponse(200, headers, completion.body)
-            )
+            await runtime.idempotency.complete(held.key, held.digest, StoredResponse(200, headers, body))
         if runtime.config.ledger.store_bodies:
-            record.keep_bodies(raw, completion.body, limit=runtime.config.ledger.body_max_bytes)
-        return Response(completion.body, media_type="application/json", headers=headers)
+            record.keep_bodies(raw, body, limit=runtime.config.ledger.body_max_bytes)
+        return Response(body, media_type="application/json", headers=headers)
     except Exception as exc:
-        _attribute(record, trace)
+        attribute(record, trace)
         if held is not None and not handed_to_stream:
             await runtime.idempotency.release(held.key)
-        return _error_response(record, trace, exc)
+        return error_response(record, trace, exc, dialect)
     finally:
         if not handed_to_stream:
-            _close_record(runtime, record)
-
-
-def _deadline(request: Request, runtime: Runtime, model: Model) -> float:
-    """One deadline for the whole request, monotonic: the model's or the gateway's, and shorter if
-    the client asks (it may never ask for longer)."""
-    seconds = model.deadline_seconds or runtime.config.resilience.deadline_seconds
-    asked = request.headers.get(TIMEOUT_HEADER)
-    if asked is not None:
-        try:
-            client_seconds = int(asked) / 1000
-        except ValueError:
-            raise InvalidRequest(
-                f"{TIMEOUT_HEADER} must be whole milliseconds", param=TIMEOUT_HEADER
-            ) from None
-        if client_seconds <= 0:
-            raise InvalidRequest(f"{TIMEOUT_HEADER} must be positive", param=TIMEOUT_HEADER)
-        seconds = min(seconds, client_seconds)
-    return time.monotonic() + seconds
+            close_record(runtime, record)
 
 
 async def _claim(
@@ -161,63 +148,19 @@ async def _claim(
     return Response(stored.body, status_code=stored.status, media_type=media_type, headers=headers), None
 
 
-def bill(runtime: Runtime, record: RequestRecord, usage: Usage, trace: Trace) -> None:
-    price = trace.deployment.price if trace.deployment else None
-    record.set_usage(usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
-    if price is None:
-        runtime.metrics.price_unknown.labels(record.model or record.requested_model).inc()
-
-
-def _attribute(record: RequestRecord, trace: Trace) -> None:
-    record.attempts = trace.attempts
-    record.fallback_used = trace.fallback_used
-    record.deployments_tried = ",".join(trace.tried) or None
-    if trace.model is not None and trace.deployment is not None:
-        record.model = trace.model.name
-        record.tier = trace.model.tier
-        record.provider = trace.deployment.target.provider
-        record.upstream_model = trace.deployment.target.upstream_model
-
-
-def _headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
-    headers = {"x-tollgate-attempts": str(trace.attempts)}
-    if trace.model is not None:
-        headers["x-tollgate-model"] = trace.model.name
-        headers["x-tollgate-tier"] = trace.model.tier
-    return headers
-
-
-def _error_response(record: RequestRecord, trace: Trace, exc: Exception) -> Response:
-    status, body, error_type = describe(exc)
-    if status == 500:
-        log.exception("request %s failed inside the gateway", record.id)
-    record.fail(status=status, error_type=error_type, message=str(exc))
-    headers = _headers(record, trace)
-    if isinstance(exc, ProviderError) and exc.retry_after is not None:
-        headers["retry-after"] = str(max(1, round(exc.retry_after)))
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
-
-
-def _close_record(runtime: Runtime, record: RequestRecord) -> None:
-    if record.status == 0:
-        record.fail(status=_CLIENT_CLOSED, error_type="client_closed", message="client went away")
-    record.finish()
-    runtime.ledger.record(record)
-    runtime.metrics.requests.labels(record.endpoint, record.model or "none", str(record.status)).inc()
-
-
 async def _relay(
     runtime: Runtime,
     record: RequestRecord,
     chat: ChatRequest,
+    encoder: StreamEncoder,
     first: StreamChunk,
     chunks: AsyncGenerator[StreamChunk, None],
     trace: Trace,
     held: _Idempotency | None,
 ) -> AsyncIterator[bytes]:
-    """Frame upstream chunks as SSE. The usage chunk is kept for the ledger even when the client
-    did not ask for it; a stream that breaks before usage arrived is billed from an estimate. The
-    ledger row is written in `finally`, so a client that disconnects is still billed."""
+    """Frame upstream chunks in the client's dialect. The usage chunk is read for the ledger
+    whether or not the client sees it; a stream that breaks before usage arrived is billed from an
+    estimate. The ledger row is written in `finally`, so a client that disconnects is still billed."""
     usage: Usage | None = None
     generated = 0
     keep = runtime.config.ledger.store_bodies
@@ -228,8 +171,8 @@ async def _relay(
             generated += chunk.content_chars
             if chunk.usage is not None:
                 usage = chunk.usage
-            if chat.include_usage or not chunk.usage_only:
-                frame = encode_data(chunk.data)
+            frame = encoder.chunk(chunk)
+            if frame:
                 if sent is not None:
                     sent.append(frame)
                 yield frame
@@ -237,12 +180,15 @@ async def _relay(
                 chunk = await anext(chunks)
             except StopAsyncIteration:
                 break
-        yield DONE_EVENT
+        end = encoder.end()
+        if sent is not None:
+            sent.append(end)
+        yield end
         record.status = 200
     except ProviderError as exc:
-        status, body, error_type = describe(exc)
+        status, _, error_type = describe(exc)
         record.fail(status=status, error_type=error_type, message=str(exc))
-        yield encode_data(body)
+        yield encoder.error(exc)
     finally:
         if usage is None:
             usage = estimate_usage(chat.messages, generated)
@@ -250,12 +196,12 @@ async def _relay(
         bill(runtime, record, usage, trace)
         if keep and sent is not None:
             record.keep_bodies(chat.raw, b"".join(sent), limit=runtime.config.ledger.body_max_bytes)
-        _close_record(runtime, record)
+        close_record(runtime, record)
         with anyio.CancelScope(shield=True):
             await chunks.aclose()
             if held is not None:
                 if record.status == 200 and sent is not None:
-                    stored = StoredResponse(200, _headers(record, trace), b"".join(sent) + DONE_EVENT)
+                    stored = StoredResponse(200, response_headers(record, trace), b"".join(sent))
                     await runtime.idempotency.complete(held.key, held.digest, stored)
                 else:
                     await runtime.idempotency.release(held.key)

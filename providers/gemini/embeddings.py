@@ -57,7 +57,7 @@ def from_gemini_embeddings(obj: Any, *, body: JSON, model: str) -> tuple[JSON, U
         "model": model,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
-    return answer, Usage(prompt_tokens=tokens)
+    return answer, Usage(prompt_tokens=tokens, estimated=True)
 
 
 def _to_base64(values: list[float]) -> str:

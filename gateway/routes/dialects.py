@@ -1,0 +1,131 @@
+"""The client-facing wire formats the completion pipeline speaks: OpenAI Chat Completions and
+Anthropic Messages. Each parses a body into the canonical request and renders answers, stream
+frames and errors back in its own shape; everything between is shared."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import orjson
+
+from gateway.chat_request import parse_chat_request
+from gateway.errors import InvalidRequest, describe
+from providers.anthropic.ingress import (
+    encode_events,
+    from_anthropic_request,
+    to_anthropic_error,
+    to_anthropic_response,
+)
+from providers.anthropic.ingress_stream import AnthropicStreamEncoder
+from providers.sse import DONE_EVENT, encode_data
+from providers.types import ChatRequest, Completion, StreamChunk
+
+
+class StreamEncoder(Protocol):
+    def chunk(self, chunk: StreamChunk) -> bytes: ...
+
+    def end(self) -> bytes: ...
+
+    def error(self, exc: BaseException) -> bytes: ...
+
+
+class Dialect(Protocol):
+    endpoint: str
+
+    def parse(self, raw: bytes) -> ChatRequest: ...
+
+    def render(self, completion: Completion, chat: ChatRequest) -> bytes: ...
+
+    def encoder(self, chat: ChatRequest) -> StreamEncoder: ...
+
+    def error(self, exc: BaseException) -> tuple[int, bytes, str]:
+        """Status, body and the ledger's error type."""
+        ...
+
+
+class OpenAIStream:
+    """Upstream chunks pass through as they are; the usage chunk only if the client asked."""
+
+    __slots__ = ("_include_usage",)
+
+    def __init__(self, include_usage: bool) -> None:
+        self._include_usage = include_usage
+
+    def chunk(self, chunk: StreamChunk) -> bytes:
+        if chunk.usage_only and not self._include_usage:
+            return b""
+        return encode_data(chunk.data)
+
+    def end(self) -> bytes:
+        return DONE_EVENT
+
+    def error(self, exc: BaseException) -> bytes:
+        return encode_data(describe(exc)[1])
+
+
+class OpenAIChat:
+    endpoint = "chat.completions"
+
+    def parse(self, raw: bytes) -> ChatRequest:
+        return parse_chat_request(raw)
+
+    def render(self, completion: Completion, chat: ChatRequest) -> bytes:
+        return completion.body
+
+    def encoder(self, chat: ChatRequest) -> StreamEncoder:
+        return OpenAIStream(chat.include_usage)
+
+    def error(self, exc: BaseException) -> tuple[int, bytes, str]:
+        return describe(exc)
+
+
+class AnthropicStream:
+    __slots__ = ("_encoder",)
+
+    def __init__(self, model: str) -> None:
+        self._encoder = AnthropicStreamEncoder(model=model)
+
+    def chunk(self, chunk: StreamChunk) -> bytes:
+        return encode_events(self._encoder.encode(orjson.loads(chunk.data), usage=chunk.usage))
+
+    def end(self) -> bytes:
+        return encode_events(self._encoder.finish())
+
+    def error(self, exc: BaseException) -> bytes:
+        status, _, _ = describe(exc)
+        return encode_events(self._encoder.error(status, str(exc)))
+
+
+class AnthropicMessages:
+    """`POST /v1/messages` for clients built on the anthropic SDK, answered by any provider."""
+
+    endpoint = "messages"
+
+    def parse(self, raw: bytes) -> ChatRequest:
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
+        if not isinstance(body, dict):
+            raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+        if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
+            raise InvalidRequest("max_tokens: Field required (an integer)", param="max_tokens")
+        # Checked again in the OpenAI shape, so both dialects share one set of rules.
+        return parse_chat_request(orjson.dumps(from_anthropic_request(body)))
+
+    def render(self, completion: Completion, chat: ChatRequest) -> bytes:
+        message = to_anthropic_response(
+            orjson.loads(completion.body), model=chat.model, usage=completion.usage
+        )
+        return orjson.dumps(message)
+
+    def encoder(self, chat: ChatRequest) -> StreamEncoder:
+        return AnthropicStream(chat.model)
+
+    def error(self, exc: BaseException) -> tuple[int, bytes, str]:
+        status, _, error_type = describe(exc)
+        return status, orjson.dumps(to_anthropic_error(status, str(exc))), error_type
+
+
+OPENAI_CHAT = OpenAIChat()
+ANTHROPIC_MESSAGES = AnthropicMessages()

@@ -1,0 +1,64 @@
+"""`POST /v1/embeddings`: through the executor like a chat, priced on input tokens alone."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.accounting.estimate import count_tokens
+from gateway.accounting.record import RequestRecord
+from gateway.embedding_request import input_texts, parse_embedding_request
+from gateway.errors import UnknownModel
+from gateway.executor import Trace
+from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
+from gateway.routes.body import read_body
+from gateway.routes.dialects import OPENAI_CHAT
+from gateway.routes.outcome import (
+    TAGS_HEADER,
+    attribute,
+    bill,
+    close_record,
+    error_response,
+    parse_tags,
+    request_deadline,
+    response_headers,
+)
+from gateway.runtime import Runtime
+from pricing.money import format_usd
+from providers.types import Usage
+
+
+async def embeddings(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    record = RequestRecord.begin(
+        id=request.scope[REQUEST_ID_KEY],
+        client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
+        endpoint="embeddings",
+    )
+    trace = Trace()
+    try:
+        raw = await read_body(request, runtime.config.server.max_body_bytes)
+        embedding = parse_embedding_request(raw)
+        record.requested_model = embedding.model
+        record.tags = parse_tags(request.headers.get(TAGS_HEADER))
+        model = runtime.registry.resolve(embedding.model)
+        if model is None:
+            raise UnknownModel(f"the model '{embedding.model}' does not exist", param="model")
+        deadline = request_deadline(request, runtime, model)
+        answer = await runtime.executor.embed(embedding, model, deadline=deadline, trace=trace)
+        attribute(record, trace)
+        record.upstream_ms = trace.waiting_ms
+        usage = answer.usage
+        if usage.prompt_tokens == 0:
+            # An upstream that reports no tokens: count them, and say the row is an estimate.
+            usage = Usage(prompt_tokens=sum(count_tokens(t) for t in input_texts(embedding)), estimated=True)
+        bill(runtime, record, usage, trace)
+        record.status = 200
+        headers = response_headers(record, trace)
+        headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
+        return Response(answer.body, media_type="application/json", headers=headers)
+    except Exception as exc:
+        attribute(record, trace)
+        return error_response(record, trace, exc, OPENAI_CHAT)
+    finally:
+        close_record(runtime, record)

@@ -1,0 +1,103 @@
+"""What every served request ends with, whatever its endpoint: the deadline it runs under, the
+attribution and cost on its ledger row, the headers that tell the client, and the row itself."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.accounting.record import RequestRecord
+from gateway.errors import InvalidRequest
+from gateway.executor import Trace
+from gateway.models import Model
+from gateway.routes.dialects import Dialect
+from gateway.runtime import Runtime
+from providers.errors import ProviderError
+from providers.types import Usage
+
+log = logging.getLogger("tollgate.requests")
+
+CLIENT_CLOSED = 499
+TIMEOUT_HEADER = "x-tollgate-timeout-ms"
+TAGS_HEADER = "x-tollgate-tags"
+_MAX_TAGS = 10
+_MAX_TAG_LENGTH = 64
+
+
+def parse_tags(value: str | None) -> tuple[str, ...]:
+    """`x-tollgate-tags: checkout, search` -> ("checkout", "search"): at most ten, each short."""
+    if not value:
+        return ()
+    tags = [tag.strip() for tag in value.split(",") if tag.strip()]
+    if len(tags) > _MAX_TAGS or any(len(tag) > _MAX_TAG_LENGTH for tag in tags):
+        raise InvalidRequest(
+            f"{TAGS_HEADER} takes at most {_MAX_TAGS} tags of at most {_MAX_TAG_LENGTH} characters",
+            param=TAGS_HEADER,
+        )
+    return tuple(dict.fromkeys(tags))
+
+
+def request_deadline(request: Request, runtime: Runtime, model: Model) -> float:
+    """One deadline for the whole request, monotonic: the model's or the gateway's, and shorter if
+    the client asks (it may never ask for longer)."""
+    seconds = model.deadline_seconds or runtime.config.resilience.deadline_seconds
+    asked = request.headers.get(TIMEOUT_HEADER)
+    if asked is not None:
+        try:
+            client_seconds = int(asked) / 1000
+        except ValueError:
+            raise InvalidRequest(
+                f"{TIMEOUT_HEADER} must be whole milliseconds", param=TIMEOUT_HEADER
+            ) from None
+        if client_seconds <= 0:
+            raise InvalidRequest(f"{TIMEOUT_HEADER} must be positive", param=TIMEOUT_HEADER)
+        seconds = min(seconds, client_seconds)
+    return time.monotonic() + seconds
+
+
+def bill(runtime: Runtime, record: RequestRecord, usage: Usage, trace: Trace) -> None:
+    price = trace.deployment.price if trace.deployment else None
+    record.set_usage(usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
+    if price is None:
+        runtime.metrics.price_unknown.labels(record.model or record.requested_model).inc()
+
+
+def attribute(record: RequestRecord, trace: Trace) -> None:
+    record.attempts = trace.attempts
+    record.fallback_used = trace.fallback_used
+    record.deployments_tried = ",".join(trace.tried) or None
+    if trace.model is not None and trace.deployment is not None:
+        record.model = trace.model.name
+        record.tier = trace.model.tier
+        record.provider = trace.deployment.target.provider
+        record.upstream_model = trace.deployment.target.upstream_model
+
+
+def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
+    headers = {"x-tollgate-attempts": str(trace.attempts)}
+    if trace.model is not None:
+        headers["x-tollgate-model"] = trace.model.name
+        headers["x-tollgate-tier"] = trace.model.tier
+    return headers
+
+
+def close_record(runtime: Runtime, record: RequestRecord) -> None:
+    if record.status == 0:
+        record.fail(status=CLIENT_CLOSED, error_type="client_closed", message="client went away")
+    record.finish()
+    runtime.ledger.record(record)
+    runtime.metrics.requests.labels(record.endpoint, record.model or "none", str(record.status)).inc()
+
+
+def error_response(record: RequestRecord, trace: Trace, exc: Exception, dialect: Dialect) -> Response:
+    status, body, error_type = dialect.error(exc)
+    if status == 500:
+        log.exception("request %s failed inside the gateway", record.id)
+    record.fail(status=status, error_type=error_type, message=str(exc))
+    headers = response_headers(record, trace)
+    if isinstance(exc, ProviderError) and exc.retry_after is not None:
+        headers["retry-after"] = str(max(1, round(exc.retry_after)))
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
