@@ -24,6 +24,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.ledger
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

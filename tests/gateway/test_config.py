@@ -77,7 +77,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_check_config_cli_ok_and_error(tmp_path: Path) -> None:
     good = run_cli("check-config", str(ROOT / "tollgate.example.yaml"), env={**KEYS, "PATH": ""})
     assert good.returncode == 0, good.stderr
-    assert "OK (5 providers, 5 models, 2 aliases)" in good.stdout
+    assert "OK (5 providers, 6 models, 2 aliases)" in good.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text(MINIMAL.replace("openai, price", "nope, price"))
     result = run_cli("check-config", str(bad), env={"KEY": "k", "PATH": ""})
