@@ -312,3 +312,33 @@ def test_embeddings_bad_input_is_400(oai: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         oai.embeddings.create(model="text-embedding-3-small", input=[])
     assert caught.value.code == "invalid_request" or caught.value.param == "input"
+
+
+def test_client_that_leaves_mid_stream_is_billed_for_what_was_generated(gateway: GatewayServer) -> None:
+    """The client reads a few chunks of a paced answer and hangs up: the row says 499, and bills
+    the prompt and the part of the answer that was generated, marked as an estimate."""
+    import httpx
+
+    body = {
+        "model": "claude-paced",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Tell me a story"}],
+    }
+    with httpx.stream("POST", gateway.base_url + "/v1/chat/completions", json=body, timeout=10) as response:
+        request_id = response.headers["x-request-id"]
+        seen = 0
+        for line in response.iter_lines():
+            if line.startswith("data: ") and '"content"' in line:
+                seen += 1
+                if seen == 3:
+                    break
+    deadline = time.monotonic() + 5
+    while True:
+        rows = [r for r in gateway.ledger_rows() if r["id"] == request_id]
+        if rows or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    (row,) = rows
+    assert row["status"] == 499 and row["error_type"] == "client_closed"
+    assert row["usage_estimated"] is True
+    assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["cost_nano"] > 0
