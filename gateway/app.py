@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,6 +18,7 @@ from gateway.config import Config
 from gateway.database import resolve_database_url
 from gateway.errors import GatewayError, describe, error_body
 from gateway.hot_path import TollgateApp
+from gateway.reload import ConfigWatcher
 from gateway.request_id import RequestIdMiddleware
 from gateway.routes import chat, embeddings, meta, spend
 from gateway.runtime import Runtime
@@ -24,7 +26,9 @@ from gateway.runtime import Runtime
 log = logging.getLogger("tollgate")
 
 
-def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> FastAPI:
+def create_app(
+    config: Config, *, environ: Mapping[str, str] | None = None, config_path: Path | None = None
+) -> FastAPI:
     env = os.environ if environ is None else environ
     database_url = resolve_database_url(config.database.url, env)
 
@@ -33,9 +37,15 @@ def create_app(config: Config, *, environ: Mapping[str, str] | None = None) -> F
         runtime = Runtime.start(config, database_url=database_url, environ=env)
         await runtime.ledger.prepare()
         app.state.runtime = runtime
+        watcher = ConfigWatcher(config_path, runtime) if config_path is not None else None
+        app.state.config_watcher = watcher
+        if watcher is not None:
+            watcher.start()
         try:
             yield
         finally:
+            if watcher is not None:
+                await watcher.stop()
             await runtime.stop()
 
     app = TollgateApp(title="Tollgate", version="0.1.0", lifespan=lifespan)

@@ -131,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
             run_migrations(url)
             log.info("Tollgate: database schema is up to date")
         uvicorn.run(
-            create_app(config),
+            create_app(config, config_path=Path(path) if path else None),
             host=args.host or config.server.host,
             port=args.port if args.port is not None else config.server.port,
             loop="uvloop",

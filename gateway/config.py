@@ -248,6 +248,40 @@ class StateConfig(Strict):
         return self
 
 
+class AuthConfig(Strict):
+    # The admin key manages virtual keys and reads every team's spend. Name it by env var.
+    admin_key: SecretStr | None = None
+    # How long a key lookup is trusted: a revoked key stops working within this on every replica.
+    key_cache_seconds: float = Field(default=1.0, gt=0, le=60)
+
+
+class TeamCacheConfig(Strict):
+    # Automatic provider prompt caching (Anthropic breakpoints, OpenAI prompt_cache_key).
+    prompt_cache: bool = True
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"
+    # Exact-match cache of whole answers for deterministic requests.
+    response_cache: bool = True
+
+
+class TeamConfig(Strict):
+    """What a team may call and spend. Budgets are USD; hard rejects past them, soft only flags."""
+
+    budget_daily_usd: Decimal | None = Field(default=None, ge=0)
+    budget_monthly_usd: Decimal | None = Field(default=None, ge=0)
+    budget_mode: Literal["hard", "soft"] = "hard"
+    allowed_models: tuple[str, ...] | None = None
+    allowed_tiers: tuple[str, ...] | None = None
+    # local-only: requests never leave the self-hosted fleet (tier `local`).
+    data_policy: Literal["any", "local-only"] = "any"
+    default_tags: tuple[str, ...] = ()
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+    # Caps temperature on structured outputs (tools, JSON schema), where randomness breaks parsers.
+    max_temperature_structured: float | None = Field(default=None, ge=0, le=2)
+    store_bodies: bool = False
+    cache: TeamCacheConfig = TeamCacheConfig()
+
+
 class Config(Strict):
     server: ServerConfig = ServerConfig()
     database: DatabaseConfig = DatabaseConfig()
@@ -255,6 +289,8 @@ class Config(Strict):
     resilience: ResilienceConfig = ResilienceConfig()
     state: StateConfig = StateConfig()
     pricing: PricingConfig = PricingConfig()
+    auth: AuthConfig = AuthConfig()
+    teams: dict[str, TeamConfig] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
     aliases: dict[str, str] = Field(default_factory=dict)

@@ -106,6 +106,10 @@ def _check_references(config: Config, source: str) -> None:
                 raise ConfigError(
                     f"{source}: models.{name}.fallbacks[{i}]: a model cannot fall back to itself"
                 )
+    for team, spec in config.teams.items():
+        for i, allowed in enumerate(spec.allowed_models or ()):
+            if allowed not in config.models and allowed not in config.aliases:
+                raise ConfigError(f"{source}: teams.{team}.allowed_models[{i}]: unknown model '{allowed}'")
     baseline = config.pricing.baseline_model
     if baseline is not None and baseline not in config.models and baseline not in config.aliases:
         raise ConfigError(f"{source}: pricing.baseline_model: unknown model '{baseline}'")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.accounting.spend import period_spend
 from gateway.accounting.spool import Spool
 from gateway.accounting.writer import LedgerWriter
 from gateway.config import Config
@@ -20,6 +22,8 @@ from gateway.database import create_engine
 from gateway.executor import Executor
 from gateway.metrics import Metrics
 from gateway.models import ModelRegistry, price_book
+from gateway.policy.budgets import Budgets
+from gateway.policy.limits import RateLimits
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.resilience.idempotency import IdempotencyKeys
@@ -52,6 +56,8 @@ class Runtime:
     store: StateStore
     executor: Executor
     idempotency: IdempotencyKeys
+    budgets: Budgets
+    limits: RateLimits
     engine: AsyncEngine
     ledger: LedgerWriter
 
@@ -69,18 +75,15 @@ class Runtime:
             retention_days=config.ledger.retention_days,
         )
         ledger.start()
-        prices = price_book(config)
-        registry = ModelRegistry(config, prices=prices)
-        adapters = build_adapters(config, http)
         store = create_state_store(config, environ)
-        resilience = config.resilience
-        executor = Executor(
-            registry=registry,
-            adapters=adapters,
-            breakers=CircuitBreakers(store, resilience.breaker),
-            budget=RetryBudget(store, resilience.retry),
-            config=resilience,
-        )
+        prices, registry, adapters, executor = _policy(config, http, store)
+
+        async def spent(owner: str, first: date, last: date) -> int:
+            kind, _, name = owner.partition(":")
+            if kind == "team":
+                return await period_spend(engine, first_day=first, last_day=last, team=name)
+            return await period_spend(engine, first_day=first, last_day=last, key_id=name)
+
         return cls(
             config=config,
             prices=prices,
@@ -90,10 +93,25 @@ class Runtime:
             http=http,
             store=store,
             executor=executor,
-            idempotency=IdempotencyKeys(store, ttl=resilience.idempotency_ttl_seconds),
+            idempotency=IdempotencyKeys(store, ttl=config.resilience.idempotency_ttl_seconds),
+            budgets=Budgets(store, spent),
+            limits=RateLimits(store),
             engine=engine,
             ledger=ledger,
         )
+
+    def apply(self, config: Config) -> list[str]:
+        """Swap in a new policy (models, providers, prices, teams) without dropping requests:
+        in-flight ones finish on the objects they started with. Returns what needs a restart."""
+        prices, registry, adapters, executor = _policy(config, self.http, self.store)
+        self.prices, self.registry, self.adapters, self.executor = prices, registry, adapters, executor
+        restart = [
+            name
+            for name in ("server", "database", "state", "ledger")
+            if getattr(config, name) != getattr(self.config, name)
+        ]
+        self.config = config
+        return restart
 
     async def stop(self) -> None:
         await self.ledger.stop()
@@ -102,3 +120,20 @@ class Runtime:
         await self.http.aclose()
         await self.store.aclose()
         await self.engine.dispose()
+
+
+def _policy(
+    config: Config, http: httpx.AsyncClient, store: StateStore
+) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor]:
+    """Everything that follows from the policy file, built fresh on every (re)load."""
+    prices = price_book(config)
+    registry = ModelRegistry(config, prices=prices)
+    adapters = build_adapters(config, http)
+    executor = Executor(
+        registry=registry,
+        adapters=adapters,
+        breakers=CircuitBreakers(store, config.resilience.breaker),
+        budget=RetryBudget(store, config.resilience.retry),
+        config=config.resilience,
+    )
+    return prices, registry, adapters, executor

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
@@ -21,8 +22,10 @@ T = TypeVar("T")
 
 
 class GatewayServer:
-    def __init__(self, config: Config, *, environ: Mapping[str, str] | None = None) -> None:
-        self.app = create_app(config, environ=environ or {})
+    def __init__(
+        self, config: Config, *, environ: Mapping[str, str] | None = None, config_path: Path | None = None
+    ) -> None:
+        self.app = create_app(config, environ=environ or {}, config_path=config_path)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._server = uvicorn.Server(

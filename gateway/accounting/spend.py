@@ -139,3 +139,23 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
         elif value == "":
             row[name] = None
     return row
+
+
+async def period_spend(
+    engine: AsyncEngine,
+    *,
+    first_day: date,
+    last_day: date,
+    team: str | None = None,
+    key_id: str | None = None,
+) -> int:
+    """Nano-USD spent between two days (inclusive) by a team or a key, from the daily rollup."""
+    statement = select(func.coalesce(func.sum(spend_daily.c.cost_nano), 0)).where(
+        spend_daily.c.day >= first_day, spend_daily.c.day <= last_day
+    )
+    if team is not None:
+        statement = statement.where(spend_daily.c.team == team)
+    if key_id is not None:
+        statement = statement.where(spend_daily.c.key_id == key_id)
+    async with engine.connect() as conn:
+        return int((await conn.execute(statement)).scalar_one())

@@ -90,7 +90,7 @@ class MemoryStateStore:
         return True, current + amount
 
     async def take(
-        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0
+        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False
     ) -> BucketResult:
         now = time.monotonic()
         entry = self._live(key)
@@ -100,8 +100,8 @@ class MemoryStateStore:
         bucket.tokens = min(capacity, bucket.tokens + (now - bucket.stamp) * refill_per_second)
         bucket.stamp = now
         allowed = bucket.tokens >= amount
-        if allowed:
-            bucket.tokens -= amount
+        if allowed or force:
+            bucket.tokens = min(capacity, bucket.tokens - amount)
         # An idle bucket is full again after capacity / rate seconds; keep it no longer than that.
         self._put(key, bucket, capacity / refill_per_second + 1.0 if refill_per_second > 0 else None)
         wait = 0.0

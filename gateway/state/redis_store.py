@@ -42,10 +42,8 @@ local tokens = tonumber(state[1]) or capacity
 local stamp = tonumber(state[2]) or now
 tokens = math.min(capacity, tokens + math.max(0, now - stamp) * rate)
 local allowed = 0
-if tokens >= amount then
-  tokens = tokens - amount
-  allowed = 1
-end
+if tokens >= amount then allowed = 1 end
+if allowed == 1 or ARGV[4] == '1' then tokens = math.min(capacity, tokens - amount) end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'stamp', tostring(now))
 if rate > 0 then redis.call('PEXPIRE', KEYS[1], math.ceil((capacity / rate + 1) * 1000)) end
 return {allowed, tostring(tokens)}
@@ -104,9 +102,10 @@ class RedisStateStore:
         return bool(reserved), int(total)
 
     async def take(
-        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0
+        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False
     ) -> BucketResult:
-        result: list[Any] = await self._take(keys=[self._k(key)], args=[capacity, refill_per_second, amount])
+        args = [capacity, refill_per_second, amount, "1" if force else "0"]
+        result: list[Any] = await self._take(keys=[self._k(key)], args=args)
         allowed, remaining = bool(result[0]), float(result[1])
         wait = 0.0
         if not allowed:

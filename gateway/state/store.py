@@ -45,9 +45,13 @@ class StateStore(Protocol):
         ...
 
     async def take(
-        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0
+        self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False
     ) -> BucketResult:
-        """Take `amount` tokens from a bucket that refills continuously up to `capacity`."""
+        """Take `amount` tokens from a bucket that refills continuously up to `capacity`.
+
+        `force` takes them even if that leaves the bucket in debt (a correction after the fact:
+        a request used more tokens than estimated); a negative amount gives tokens back.
+        """
         ...
 
     async def ping(self) -> None: ...

@@ -68,3 +68,12 @@ async def test_token_bucket_limits_and_refills(store: StateStore) -> None:
     assert (await store.take("rpm", capacity=5, refill_per_second=10, amount=2)).allowed
     big = await store.take("rpm", capacity=5, refill_per_second=10, amount=50)
     assert not big.allowed and big.retry_after > 4
+
+
+async def test_forced_take_goes_into_debt_and_refunds_give_back(store: StateStore) -> None:
+    assert (await store.take("tpm", capacity=100, refill_per_second=0.001, amount=90)).allowed
+    forced = await store.take("tpm", capacity=100, refill_per_second=0.001, amount=50, force=True)
+    assert not forced.allowed and forced.remaining == pytest.approx(-40, abs=0.5)
+    assert not (await store.take("tpm", capacity=100, refill_per_second=0.001, amount=1)).allowed
+    refund = await store.take("tpm", capacity=100, refill_per_second=0.001, amount=-60, force=True)
+    assert refund.remaining == pytest.approx(20, abs=0.5)
