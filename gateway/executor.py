@@ -36,6 +36,8 @@ from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChu
 T = TypeVar("T")
 Attempt = Callable[[Adapter, Target], Awaitable[T]]
 Stream = tuple[StreamChunk, AsyncGenerator[StreamChunk, None]]
+# Which models this request may be answered by (a team's data policy); None: any.
+Allow = Callable[[Model], bool] | None
 
 
 class DeadlineExceeded(GatewayError):
@@ -91,14 +93,16 @@ class Executor:
         self._sleep = sleep
         self._rand = rand
 
-    async def complete(self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace) -> Completion:
+    async def complete(
+        self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
+    ) -> Completion:
         async def once(adapter: Adapter, target: Target) -> Completion:
             return await adapter.complete(chat, target)
 
-        return await self._run(model, deadline, trace, once)
+        return await self._run(model, deadline, trace, once, allow)
 
     async def embed(
-        self, request: EmbeddingRequest, model: Model, *, deadline: float, trace: Trace
+        self, request: EmbeddingRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
     ) -> Completion:
         async def once(adapter: Adapter, target: Target) -> Completion:
             if not isinstance(adapter, EmbeddingAdapter):
@@ -109,9 +113,11 @@ class Executor:
                 )
             return await adapter.embed(request, target)
 
-        return await self._run(model, deadline, trace, once)
+        return await self._run(model, deadline, trace, once, allow)
 
-    async def open_stream(self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace) -> Stream:
+    async def open_stream(
+        self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
+    ) -> Stream:
         """Retries and fallbacks happen only here, before the first chunk reaches the client."""
         first_byte = self._config.first_byte_timeout_seconds
 
@@ -134,16 +140,16 @@ class Executor:
                 raise
             return first, chunks
 
-        return await self._run(model, deadline, trace, once)
+        return await self._run(model, deadline, trace, once, allow)
 
-    async def _run(self, model: Model, deadline: float, trace: Trace, once: Attempt[T]) -> T:
+    async def _run(self, model: Model, deadline: float, trace: Trace, once: Attempt[T], allow: Allow) -> T:
         await self._budget.record_request()
         chain = self._registry.chain(model)
         first = chain[0][1]
         error: ProviderError | None = None
         larger_than = 0
         for candidate, deployment in chain:
-            if candidate.context_window <= larger_than:
+            if candidate.context_window <= larger_than or (allow is not None and not allow(candidate)):
                 continue
             if not await self._breakers.allow(deployment.key):
                 continue

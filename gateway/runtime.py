@@ -22,7 +22,9 @@ from gateway.database import create_engine
 from gateway.executor import Executor
 from gateway.metrics import Metrics
 from gateway.models import ModelRegistry, price_book
-from gateway.policy.budgets import Budgets
+from gateway.policy.budgets import Budgets, SpendLookup
+from gateway.policy.gate import PolicyGate
+from gateway.policy.key_store import KeyStore
 from gateway.policy.limits import RateLimits
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
@@ -58,6 +60,8 @@ class Runtime:
     idempotency: IdempotencyKeys
     budgets: Budgets
     limits: RateLimits
+    gate: PolicyGate
+    keys: KeyStore
     engine: AsyncEngine
     ledger: LedgerWriter
 
@@ -76,13 +80,8 @@ class Runtime:
         )
         ledger.start()
         store = create_state_store(config, environ)
-        prices, registry, adapters, executor = _policy(config, http, store)
-
-        async def spent(owner: str, first: date, last: date) -> int:
-            kind, _, name = owner.partition(":")
-            if kind == "team":
-                return await period_spend(engine, first_day=first, last_day=last, team=name)
-            return await period_spend(engine, first_day=first, last_day=last, key_id=name)
+        budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
+        prices, registry, adapters, executor, gate = _policy(config, http, store, budgets, limits)
 
         return cls(
             config=config,
@@ -94,8 +93,10 @@ class Runtime:
             store=store,
             executor=executor,
             idempotency=IdempotencyKeys(store, ttl=config.resilience.idempotency_ttl_seconds),
-            budgets=Budgets(store, spent),
-            limits=RateLimits(store),
+            budgets=budgets,
+            limits=limits,
+            gate=gate,
+            keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
             engine=engine,
             ledger=ledger,
         )
@@ -103,8 +104,16 @@ class Runtime:
     def apply(self, config: Config) -> list[str]:
         """Swap in a new policy (models, providers, prices, teams) without dropping requests:
         in-flight ones finish on the objects they started with. Returns what needs a restart."""
-        prices, registry, adapters, executor = _policy(config, self.http, self.store)
-        self.prices, self.registry, self.adapters, self.executor = prices, registry, adapters, executor
+        prices, registry, adapters, executor, gate = _policy(
+            config, self.http, self.store, self.budgets, self.limits
+        )
+        self.prices, self.registry, self.adapters, self.executor, self.gate = (
+            prices,
+            registry,
+            adapters,
+            executor,
+            gate,
+        )
         restart = [
             name
             for name in ("server", "database", "state", "ledger")
@@ -112,6 +121,16 @@ class Runtime:
         ]
         self.config = config
         return restart
+
+    @property
+    def admin_key(self) -> str | None:
+        key = self.config.auth.admin_key
+        return key.get_secret_value() if key is not None else None
+
+    @property
+    def open_mode(self) -> bool:
+        """No admin key and no teams configured: serve without authentication until a key exists."""
+        return self.config.auth.admin_key is None and not self.config.teams
 
     async def stop(self) -> None:
         await self.ledger.stop()
@@ -123,8 +142,8 @@ class Runtime:
 
 
 def _policy(
-    config: Config, http: httpx.AsyncClient, store: StateStore
-) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor]:
+    config: Config, http: httpx.AsyncClient, store: StateStore, budgets: Budgets, limits: RateLimits
+) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate]:
     """Everything that follows from the policy file, built fresh on every (re)load."""
     prices = price_book(config)
     registry = ModelRegistry(config, prices=prices)
@@ -136,4 +155,16 @@ def _policy(
         budget=RetryBudget(store, config.resilience.retry),
         config=config.resilience,
     )
-    return prices, registry, adapters, executor
+    return prices, registry, adapters, executor, PolicyGate(config, registry, budgets, limits)
+
+
+def _spent_from(engine: AsyncEngine) -> SpendLookup:
+    """Where budget counters start when a period is first seen: the ledger's rollups."""
+
+    async def spent(owner: str, first: date, last: date) -> int:
+        kind, _, name = owner.partition(":")
+        if kind == "team":
+            return await period_spend(engine, first_day=first, last_day=last, team=name)
+        return await period_spend(engine, first_day=first, last_day=last, key_id=name)
+
+    return spent

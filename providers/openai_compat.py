@@ -32,7 +32,7 @@ def to_openai_body(request: ChatRequest, target: Target, *, stream: bool) -> byt
     Streams always ask for the usage chunk, because the ledger needs it whether or not the client did.
     """
     needs_usage = stream and not request.include_usage
-    if request.model == target.upstream_model and not needs_usage:
+    if request.raw and request.model == target.upstream_model and not needs_usage:
         return request.raw
     body = dict(request.body)
     body["model"] = target.upstream_model

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,6 +67,7 @@ class RequestRecord:
     upstream_ms: float = 0.0
     output_tokens_per_second: float | None = None
     overhead_ms: float | None = None
+    flags: list[str] = field(default_factory=list)
     # (request, response) text, only for teams that opted in; capped, see `keep_bodies`.
     bodies: tuple[str, str | None, bool] | None = None
 
@@ -201,4 +202,5 @@ class RequestRecord:
             "ttft_ms": self.ttft_ms,
             "output_tokens_per_second": self.output_tokens_per_second,
             "overhead_ms": self.overhead_ms,
+            "flags": ",".join(self.flags) or None,
         }

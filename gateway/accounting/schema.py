@@ -73,6 +73,7 @@ requests = Table(
     Column("ttft_ms", Float, nullable=True),
     Column("output_tokens_per_second", Float, nullable=True),
     Column("overhead_ms", Float, nullable=True),
+    Column("flags", Text, nullable=True),  # comma-separated policy flags
     Index("ix_requests_created_at", "created_at"),
     Index("ix_requests_team_created_at", "team", "created_at"),
     Index("ix_requests_key_created_at", "key_id", "created_at"),

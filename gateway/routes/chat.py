@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 
 import anyio
 from starlette.requests import Request
@@ -19,6 +20,8 @@ from gateway.accounting.estimate import estimate_usage
 from gateway.accounting.record import RequestRecord
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.executor import Trace
+from gateway.policy.gate import Admitted, PolicyGate
+from gateway.policy.principal import authenticate
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.resilience.idempotency import StoredResponse, fingerprint
 from gateway.routes.body import read_body
@@ -65,6 +68,7 @@ async def messages(request: Request) -> Response:
 
 async def serve(request: Request, dialect: Dialect) -> Response:
     runtime: Runtime = request.app.state.runtime
+    gate = runtime.gate  # one policy for the whole request, even if the config reloads meanwhile
     record = RequestRecord.begin(
         id=request.scope[REQUEST_ID_KEY],
         client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
@@ -72,8 +76,13 @@ async def serve(request: Request, dialect: Dialect) -> Response:
     )
     trace = Trace()
     held: _Idempotency | None = None
+    admitted: Admitted | None = None
     handed_to_stream = False
     try:
+        principal = await authenticate(
+            request.headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+        )
+        record.team, record.key_id = principal.team, principal.key_id
         raw = await read_body(request, runtime.config.server.max_body_bytes)
         chat = dialect.parse(raw)
         record.requested_model = chat.model
@@ -89,42 +98,69 @@ async def serve(request: Request, dialect: Dialect) -> Response:
             replay, held = await _claim(runtime, record, key, raw, deadline)
             if replay is not None:
                 return replay
+        admitted = await gate.admit(principal, chat, model, tags=record.tags)
+        record.tags, record.flags = admitted.tags, admitted.flags
         if chat.stream:
-            first, chunks = await runtime.executor.open_stream(chat, model, deadline=deadline, trace=trace)
+            first, chunks = await runtime.executor.open_stream(
+                chat, model, deadline=deadline, trace=trace, allow=admitted.allows
+            )
             record.mark_first_byte()
             record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
             attribute(record, trace)
             handed_to_stream = True
+            flight = _Flight(runtime, gate, record, chat, trace, held, admitted)
             return StreamingResponse(
-                _relay(runtime, record, chat, dialect.encoder(chat), first, chunks, trace, held),
+                _relay(flight, dialect.encoder(chat), first, chunks),
                 media_type="text/event-stream",
                 headers={
+                    **admitted.headers,
                     **response_headers(record, trace),
                     "cache-control": "no-cache",
                     "x-accel-buffering": "no",
                 },
             )
-        completion = await runtime.executor.complete(chat, model, deadline=deadline, trace=trace)
+        completion = await runtime.executor.complete(
+            chat, model, deadline=deadline, trace=trace, allow=admitted.allows
+        )
         attribute(record, trace)
         record.upstream_ms = trace.waiting_ms
         bill(runtime, record, completion.usage, trace)
         record.status = 200
-        headers = response_headers(record, trace)
+        await gate.finish(
+            admitted, cost_nano=record.cost_nano, tokens=record.prompt_tokens + record.completion_tokens
+        )
+        headers = {**admitted.headers, **response_headers(record, trace)}
         headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
         body = dialect.render(completion, chat)
         if held is not None:
             await runtime.idempotency.complete(held.key, held.digest, StoredResponse(200, headers, body))
-        if runtime.config.ledger.store_bodies:
+        if runtime.config.ledger.store_bodies or gate.stores_bodies(principal.team):
             record.keep_bodies(raw, body, limit=runtime.config.ledger.body_max_bytes)
         return Response(body, media_type="application/json", headers=headers)
     except Exception as exc:
         attribute(record, trace)
-        if held is not None and not handed_to_stream:
-            await runtime.idempotency.release(held.key)
+        if not handed_to_stream:
+            if held is not None:
+                await runtime.idempotency.release(held.key)
+            if admitted is not None and record.status != 200:
+                await gate.abandon(admitted)
         return error_response(record, trace, exc, dialect)
     finally:
         if not handed_to_stream:
             close_record(runtime, record)
+
+
+@dataclass(slots=True)
+class _Flight:
+    """A streamed request's state, handed from the handler to the relay that finishes it."""
+
+    runtime: Runtime
+    gate: PolicyGate
+    record: RequestRecord
+    chat: ChatRequest
+    trace: Trace
+    held: _Idempotency | None
+    admitted: Admitted
 
 
 async def _claim(
@@ -149,21 +185,15 @@ async def _claim(
 
 
 async def _relay(
-    runtime: Runtime,
-    record: RequestRecord,
-    chat: ChatRequest,
-    encoder: StreamEncoder,
-    first: StreamChunk,
-    chunks: AsyncGenerator[StreamChunk, None],
-    trace: Trace,
-    held: _Idempotency | None,
+    flight: _Flight, encoder: StreamEncoder, first: StreamChunk, chunks: AsyncGenerator[StreamChunk, None]
 ) -> AsyncIterator[bytes]:
     """Frame upstream chunks in the client's dialect. The usage chunk is read for the ledger
     whether or not the client sees it; a stream that breaks before usage arrived is billed from an
     estimate. The ledger row is written in `finally`, so a client that disconnects is still billed."""
+    runtime, record, chat, trace, held = flight.runtime, flight.record, flight.chat, flight.trace, flight.held
     usage: Usage | None = None
     generated = 0
-    keep = runtime.config.ledger.store_bodies
+    keep = runtime.config.ledger.store_bodies or flight.gate.stores_bodies(flight.admitted.team)
     sent: list[bytes] | None = [] if held is not None or keep else None
     try:
         chunk = first
@@ -199,6 +229,12 @@ async def _relay(
         close_record(runtime, record)
         with anyio.CancelScope(shield=True):
             await chunks.aclose()
+            # Whatever the stream produced is what it cost: settle the budget with that.
+            await flight.gate.finish(
+                flight.admitted,
+                cost_nano=record.cost_nano,
+                tokens=record.prompt_tokens + record.completion_tokens,
+            )
             if held is not None:
                 if record.status == 200 and sent is not None:
                     stored = StoredResponse(200, response_headers(record, trace), b"".join(sent))

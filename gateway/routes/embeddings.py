@@ -10,6 +10,8 @@ from gateway.accounting.record import RequestRecord
 from gateway.embedding_request import input_texts, parse_embedding_request
 from gateway.errors import UnknownModel
 from gateway.executor import Trace
+from gateway.policy.gate import Admitted
+from gateway.policy.principal import authenticate
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.routes.body import read_body
 from gateway.routes.dialects import OPENAI_CHAT
@@ -25,7 +27,7 @@ from gateway.routes.outcome import (
 )
 from gateway.runtime import Runtime
 from pricing.money import format_usd
-from providers.types import Usage
+from providers.types import ChatRequest, Usage
 
 
 async def embeddings(request: Request) -> Response:
@@ -36,7 +38,13 @@ async def embeddings(request: Request) -> Response:
         endpoint="embeddings",
     )
     trace = Trace()
+    gate = runtime.gate
+    admitted: Admitted | None = None
     try:
+        principal = await authenticate(
+            request.headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+        )
+        record.team, record.key_id = principal.team, principal.key_id
         raw = await read_body(request, runtime.config.server.max_body_bytes)
         embedding = parse_embedding_request(raw)
         record.requested_model = embedding.model
@@ -45,7 +53,13 @@ async def embeddings(request: Request) -> Response:
         if model is None:
             raise UnknownModel(f"the model '{embedding.model}' does not exist", param="model")
         deadline = request_deadline(request, runtime, model)
-        answer = await runtime.executor.embed(embedding, model, deadline=deadline, trace=trace)
+        # Embeddings produce no output tokens: their worst case is the input alone.
+        as_chat = ChatRequest(body={"max_tokens": 0}, raw=raw, model=embedding.model)
+        admitted = await gate.admit(principal, as_chat, model, tags=record.tags)
+        record.tags, record.flags = admitted.tags, admitted.flags
+        answer = await runtime.executor.embed(
+            embedding, model, deadline=deadline, trace=trace, allow=admitted.allows
+        )
         attribute(record, trace)
         record.upstream_ms = trace.waiting_ms
         usage = answer.usage
@@ -54,11 +68,14 @@ async def embeddings(request: Request) -> Response:
             usage = Usage(prompt_tokens=sum(count_tokens(t) for t in input_texts(embedding)), estimated=True)
         bill(runtime, record, usage, trace)
         record.status = 200
-        headers = response_headers(record, trace)
+        await gate.finish(admitted, cost_nano=record.cost_nano, tokens=record.prompt_tokens)
+        headers = {**admitted.headers, **response_headers(record, trace)}
         headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
         return Response(answer.body, media_type="application/json", headers=headers)
     except Exception as exc:
         attribute(record, trace)
+        if admitted is not None and record.status != 200:
+            await gate.abandon(admitted)
         return error_response(record, trace, exc, OPENAI_CHAT)
     finally:
         close_record(runtime, record)

@@ -98,6 +98,7 @@ def error_response(record: RequestRecord, trace: Trace, exc: Exception, dialect:
         log.exception("request %s failed inside the gateway", record.id)
     record.fail(status=status, error_type=error_type, message=str(exc))
     headers = response_headers(record, trace)
+    headers.update(getattr(exc, "headers", None) or {})
     if isinstance(exc, ProviderError) and exc.retry_after is not None:
         headers["retry-after"] = str(max(1, round(exc.retry_after)))
     return Response(body, status_code=status, media_type="application/json", headers=headers)

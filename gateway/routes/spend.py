@@ -11,6 +11,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 
 from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
+from gateway.policy.principal import authenticate, require_team
 from gateway.runtime import Runtime
 from pricing.money import format_usd
 
@@ -36,6 +37,13 @@ async def spend(
     team: str | None = Query(None, description="only this team"),
 ) -> Response:
     runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(
+        request.headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+    )
+    if principal.kind == "team_key":
+        # A team key reads its own team's spend and nothing else.
+        require_team(principal, team or principal.team)
+        team = principal.team
     now = datetime.now(UTC)
     query = SpendQuery(
         group_by=parse_group_by(group_by),

@@ -1,0 +1,187 @@
+"""The policy gate every request passes before it costs anything: which models and tiers its team
+and key may use, where its data may go, its rate limits and its budgets. `admit` reserves; `finish`
+settles with what the request really cost; `abandon` gives everything back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config import Config, TeamConfig
+from gateway.models import Model, ModelRegistry
+from gateway.policy.budgets import DAY, MONTH, Budget, Budgets, Reservation
+from gateway.policy.limits import Admission, Limit, RateLimits
+from gateway.policy.principal import PermissionDenied, Principal
+from pricing.cost import cost_breakdown
+from pricing.money import usd_to_nano
+from providers.types import ChatRequest
+
+LOCAL_TIER = "local"
+# Output a request may produce when it sets no max_tokens, for its worst-case cost.
+DEFAULT_MAX_OUTPUT = 4096
+# Bytes of JSON per prompt token, rounded down so the estimate errs high.
+BYTES_PER_TOKEN = 3
+
+
+@dataclass(slots=True)
+class Admitted:
+    team: str | None
+    key_id: str | None
+    tags: tuple[str, ...]
+    local_only: bool
+    reservation: Reservation | None = None
+    admission: Admission | None = None
+    flags: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def allows(self, model: Model) -> bool:
+        """Whether a model may answer: a `local-only` team never leaves the self-hosted fleet."""
+        return not self.local_only or model.tier == LOCAL_TIER
+
+
+class PolicyGate:
+    def __init__(self, config: Config, registry: ModelRegistry, budgets: Budgets, limits: RateLimits) -> None:
+        self._config = config
+        self._registry = registry
+        self._budgets = budgets
+        self._limits = limits
+
+    def team(self, principal: Principal) -> TeamConfig | None:
+        return self._config.teams.get(principal.team) if principal.team else None
+
+    def stores_bodies(self, team: str | None) -> bool:
+        """Whether this team opted in to keeping prompts and answers in the ledger."""
+        spec = self._config.teams.get(team) if team else None
+        return spec is not None and spec.store_bodies
+
+    async def admit(
+        self, principal: Principal, chat: ChatRequest, model: Model, *, tags: tuple[str, ...]
+    ) -> Admitted:
+        team = self.team(principal)
+        key = principal.key
+        admitted = Admitted(
+            team=principal.team,
+            key_id=principal.key_id,
+            tags=tuple(dict.fromkeys((*(team.default_tags if team else ()), *tags))),
+            local_only=team is not None and team.data_policy == "local-only",
+        )
+        self._check_model(chat.model, model, team, key.allowed_models if key else None, principal)
+        if admitted.local_only and not any(m.tier == LOCAL_TIER for m, _ in self._registry.chain(model)):
+            raise PermissionDenied(
+                f"team '{principal.team}' keeps its data on the self-hosted fleet, "
+                f"which does not serve '{chat.model}'",
+                code="data_policy",
+            )
+        if team is not None and team.max_temperature_structured is not None:
+            _cap_temperature(chat, team.max_temperature_structured, admitted)
+        estimated = len(chat.raw) // BYTES_PER_TOKEN
+        limits = _limits(principal, team)
+        if limits:
+            admitted.admission = await self._limits.admit(
+                limits, estimated_tokens=estimated + _max_output(chat.body)
+            )
+            admitted.headers = admitted.admission.headers
+        budgets = _budgets(principal, team)
+        if budgets:
+            worst = self.worst_case_cost(chat, model, estimated)
+            admitted.reservation = await self._budgets.reserve(budgets, worst)
+            admitted.flags += [f"budget_exceeded:{name}" for name in admitted.reservation.exceeded_soft]
+        return admitted
+
+    async def finish(self, admitted: Admitted, *, cost_nano: int, tokens: int) -> None:
+        if admitted.reservation is not None:
+            await self._budgets.settle(admitted.reservation, cost_nano)
+        if admitted.admission is not None:
+            await self._limits.correct(admitted.admission, actual_tokens=tokens)
+
+    async def abandon(self, admitted: Admitted) -> None:
+        if admitted.reservation is not None:
+            await self._budgets.release(admitted.reservation)
+        if admitted.admission is not None:
+            await self._limits.correct(admitted.admission, actual_tokens=0)
+
+    def worst_case_cost(self, chat: ChatRequest, model: Model, prompt_tokens: int) -> int:
+        """The most this request could cost on any deployment it might reach, fallbacks included."""
+        output = _max_output(chat.body)
+        costs = [
+            cost_breakdown(d.price, prompt_tokens=prompt_tokens, completion_tokens=output).total_nano
+            for _, d in self._registry.chain(model)
+            if d.price is not None
+        ]
+        return max(costs, default=0)
+
+    def _check_model(
+        self,
+        asked: str,
+        model: Model,
+        team: TeamConfig | None,
+        key_models: tuple[str, ...] | None,
+        principal: Principal,
+    ) -> None:
+        for allowed, whose in ((team.allowed_models if team else None, "team"), (key_models, "key")):
+            if allowed is not None and asked not in allowed and model.name not in allowed:
+                raise PermissionDenied(
+                    f"this {whose} may not use '{asked}'", param="model", code="model_not_allowed"
+                )
+        if team is not None and team.allowed_tiers is not None and model.tier not in team.allowed_tiers:
+            raise PermissionDenied(
+                f"team '{principal.team}' may not use the '{model.tier}' tier",
+                param="model",
+                code="tier_not_allowed",
+            )
+
+
+def _max_output(body: dict[str, Any]) -> int:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return DEFAULT_MAX_OUTPUT
+
+
+def _cap_temperature(chat: ChatRequest, cap: float, admitted: Admitted) -> None:
+    structured = (
+        bool(chat.body.get("tools")) or (chat.body.get("response_format") or {}).get("type") == "json_schema"
+    )
+    temperature = chat.body.get("temperature")
+    if structured and isinstance(temperature, int | float) and temperature > cap:
+        # The body changes, so the bytes forwarded upstream are rebuilt from it.
+        chat.body = {**chat.body, "temperature": cap}
+        chat.raw = b""
+        admitted.flags.append(f"temperature_capped:{cap:g}")
+
+
+def _limits(principal: Principal, team: TeamConfig | None) -> list[Limit]:
+    limits = []
+    key = principal.key
+    if key is not None:
+        if key.rpm:
+            limits.append(Limit(f"key:{key.id}", "requests", key.rpm))
+        if key.tpm:
+            limits.append(Limit(f"key:{key.id}", "tokens", key.tpm))
+    if team is not None:
+        if team.rpm:
+            limits.append(Limit(f"team:{principal.team}", "requests", team.rpm))
+        if team.tpm:
+            limits.append(Limit(f"team:{principal.team}", "tokens", team.tpm))
+    return limits
+
+
+def _budgets(principal: Principal, team: TeamConfig | None) -> list[Budget]:
+    budgets = []
+    if team is not None:
+        hard = team.budget_mode == "hard"
+        if team.budget_daily_usd is not None:
+            budgets.append(Budget(f"team:{principal.team}", DAY, usd_to_nano(team.budget_daily_usd), hard))
+        if team.budget_monthly_usd is not None:
+            budgets.append(
+                Budget(f"team:{principal.team}", MONTH, usd_to_nano(team.budget_monthly_usd), hard)
+            )
+    key = principal.key
+    if key is not None:
+        if key.budget_daily_nano is not None:
+            budgets.append(Budget(f"key:{key.id}", DAY, key.budget_daily_nano))
+        if key.budget_monthly_nano is not None:
+            budgets.append(Budget(f"key:{key.id}", MONTH, key.budget_monthly_nano))
+    return budgets

@@ -1,0 +1,210 @@
+"""Teams, keys, budgets and rate limits, enforced exactly across replicas (real Redis, real ledger)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.config import Config
+from sandbox.server import SandboxServer
+from tests.conftest import gateway_config
+from tests.harness import GatewayServer
+from tests.services import require_redis
+
+ADMIN = "admin-secret-for-tests"
+SHORT = [{"role": "user", "content": "hello"}]
+
+
+def policy_config(
+    sqlite_url: str, openai: SandboxServer, vllm: SandboxServer, teams: dict[str, Any], *, redis: bool = False
+) -> Config:
+    extra: dict[str, Any] = {"auth": {"admin_key": ADMIN}, "teams": teams}
+    if redis:
+        extra["state"] = {
+            "backend": "redis",
+            "redis_url": require_redis(),
+            "prefix": f"tollgate-test:{uuid.uuid4().hex}:",
+        }
+    return gateway_config(sqlite_url, openai.base_url, vllm.base_url, **extra)
+
+
+def new_key(server: GatewayServer, team: str, **limits: Any) -> str:
+    plaintext, _ = server.call(server.runtime.keys.create(team, "test key", **limits))
+    return plaintext
+
+
+def chat(base_url: str, key: str | None, model: str = "gpt-4o-mini", **extra: Any) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    body = {"model": model, "messages": SHORT, "max_tokens": 60, **extra}
+    return httpx.post(base_url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+async def burst(targets: list[tuple[str, str]], count: int) -> list[httpx.Response]:
+    """`count` concurrent requests spread over the gateways, each with its key."""
+    limits = httpx.Limits(max_connections=count)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+        body = {"model": "gpt-4o-mini", "messages": SHORT, "max_tokens": 60}
+
+        async def one(i: int) -> httpx.Response:
+            base, key = targets[i % len(targets)]
+            return await http.post(
+                base + "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {key}"}
+            )
+
+        return list(await asyncio.gather(*(one(i) for i in range(count))))
+
+
+@pytest.fixture
+def team_name() -> str:
+    return f"team-{uuid.uuid4().hex[:8]}"
+
+
+def test_keys_are_required_once_the_gateway_has_policy(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer, team_name: str
+) -> None:
+    config = policy_config(sqlite_url, openai_upstream, vllm_upstream, {team_name: {}})
+    with GatewayServer(config) as server:
+        missing = chat(server.base_url, None)
+        assert missing.status_code == 401 and missing.json()["error"]["type"] == "authentication_error"
+        assert chat(server.base_url, "tg-bogus_key").status_code == 401
+        key = new_key(server, team_name)
+        ok = chat(server.base_url, key)
+        assert ok.status_code == 200
+        row = server.ledger_row(ok.headers["x-request-id"])
+        assert row["team"] == team_name and row["key_id"].startswith("key_")
+        denied = server.ledger_row(missing.headers["x-request-id"])
+        assert denied["status"] == 401 and denied["cost_nano"] == 0
+
+
+def test_models_tiers_and_data_policy(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    teams = {
+        "narrow": {"allowed_models": ["gpt-4o-mini"]},
+        "private": {"data_policy": "local-only"},
+        "careful": {"max_temperature_structured": 0.2},
+    }
+    config = policy_config(sqlite_url, openai_upstream, vllm_upstream, teams)
+    with GatewayServer(config) as server:
+        narrow = new_key(server, "narrow")
+        assert chat(server.base_url, narrow).status_code == 200
+        refused = chat(server.base_url, narrow, model="llama")
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "model_not_allowed"
+        limited_key = new_key(server, "narrow", allowed_models=["llama"])
+        assert chat(server.base_url, limited_key).status_code == 403  # the key narrows the team further
+        private = new_key(server, "private")
+        assert chat(server.base_url, private, model="llama").status_code == 200
+        off_fleet = chat(server.base_url, private, model="gpt-4o-mini")
+        assert off_fleet.status_code == 403 and off_fleet.json()["error"]["code"] == "data_policy"
+        careful = new_key(server, "careful")
+        tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+        capped = chat(server.base_url, careful, tools=[tool], temperature=1.5)
+        assert capped.status_code == 200
+        seen = httpx.get(openai_upstream.base_url + "/_sandbox/requests").json()
+        assert '"temperature":0.2' in seen[-1]["body"].replace(" ", "")
+        assert server.ledger_row(capped.headers["x-request-id"])["flags"] == "temperature_capped:0.2"
+
+
+@pytest.mark.parametrize("replicas", [1, pytest.param(2, marks=pytest.mark.redis)])
+def test_budget_holds_under_200_concurrent_requests(
+    sqlite_url: str,
+    openai_upstream: SandboxServer,
+    vllm_upstream: SandboxServer,
+    team_name: str,
+    replicas: int,
+) -> None:
+    budget = Decimal("0.02")
+    config = policy_config(
+        sqlite_url,
+        openai_upstream,
+        vllm_upstream,
+        {team_name: {"budget_daily_usd": str(budget)}},
+        redis=replicas == 2,
+    )
+    with GatewayServer(config) as a, GatewayServer(config) as b:
+        servers = [a, b][:replicas]
+        key = new_key(a, team_name)
+        responses = asyncio.run(burst([(s.base_url, key) for s in servers], 200))
+        rows = [r for r in a.ledger_rows() if r["team"] == team_name]
+    ok = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code == 429]
+    assert len(ok) + len(refused) == 200 and ok and refused
+    assert refused[0].json()["error"]["code"] == "budget_exceeded"
+    assert refused[0].headers["x-should-retry"] == "false"
+    billed = sum(r["cost_nano"] for r in rows)
+    largest = max(r["cost_nano"] for r in rows)
+    assert billed <= budget * 10**9 + largest, (billed, largest)
+    assert billed >= budget * 10**9 * Decimal("0.5"), "the budget should be mostly usable, not starved"
+    assert len(rows) == 200 and sum(r["status"] == 200 for r in rows) == len(ok)
+
+
+@pytest.mark.parametrize("replicas", [1, pytest.param(2, marks=pytest.mark.redis)])
+def test_rate_limit_holds_across_replicas_with_openai_headers(
+    sqlite_url: str,
+    openai_upstream: SandboxServer,
+    vllm_upstream: SandboxServer,
+    team_name: str,
+    replicas: int,
+) -> None:
+    config = policy_config(
+        sqlite_url, openai_upstream, vllm_upstream, {team_name: {"rpm": 60}}, redis=replicas == 2
+    )
+    with GatewayServer(config) as a, GatewayServer(config) as b:
+        servers = [a, b][:replicas]
+        key = new_key(a, team_name)
+        responses = asyncio.run(burst([(s.base_url, key) for s in servers], 100))
+    ok = [r for r in responses if r.status_code == 200]
+    limited = [r for r in responses if r.status_code == 429]
+    # A full bucket of 60, plus what refills (1/s) while the burst runs.
+    assert 60 <= len(ok) <= 64, len(ok)
+    error = limited[0].json()["error"]
+    assert error["code"] == "rate_limit_exceeded" and error["type"] == "rate_limit_error"
+    assert int(limited[0].headers["retry-after"]) >= 1
+    assert limited[0].headers["x-ratelimit-limit-requests"] == "60"
+    assert limited[0].headers["x-ratelimit-remaining-requests"] == "0"
+    assert limited[0].headers["x-ratelimit-reset-requests"].endswith(("s", "ms"))
+    assert ok[0].headers["x-ratelimit-limit-requests"] == "60"
+
+
+@pytest.mark.redis
+def test_revoked_key_is_refused_within_a_second_on_every_replica(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer, team_name: str
+) -> None:
+    config = policy_config(sqlite_url, openai_upstream, vllm_upstream, {team_name: {}}, redis=True)
+    with GatewayServer(config) as a, GatewayServer(config) as b:
+        plaintext, record = a.call(a.runtime.keys.create(team_name, "soon revoked"))
+        assert chat(a.base_url, plaintext).status_code == 200
+        assert chat(b.base_url, plaintext).status_code == 200
+        assert a.call(a.runtime.keys.revoke(record.id))
+        time.sleep(1.1)
+        assert chat(a.base_url, plaintext).status_code == 401
+        assert chat(b.base_url, plaintext).status_code == 401
+
+
+def test_team_key_sees_only_its_own_spend(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    config = policy_config(sqlite_url, openai_upstream, vllm_upstream, {"red": {}, "blue": {}})
+    with GatewayServer(config) as server:
+        red, blue = new_key(server, "red"), new_key(server, "blue")
+        assert chat(server.base_url, red).status_code == 200
+        assert chat(server.base_url, blue).status_code == 200
+        server.ledger_rows()
+        auth = {"authorization": f"Bearer {red}"}
+        own = httpx.get(server.base_url + "/v1/spend", params={"group_by": "team"}, headers=auth).json()
+        assert {d["team"] for d in own["data"]} == {"red"}
+        other = httpx.get(server.base_url + "/v1/spend", params={"team": "blue"}, headers=auth)
+        assert other.status_code == 403
+        admin = httpx.get(
+            server.base_url + "/v1/spend",
+            params={"group_by": "team"},
+            headers={"authorization": f"Bearer {ADMIN}"},
+        ).json()
+        assert {"red", "blue"} <= {d["team"] for d in admin["data"]}
+        assert httpx.get(server.base_url + "/v1/spend").status_code == 401
