@@ -37,6 +37,11 @@ def create_app(
         runtime = Runtime.start(config, database_url=database_url, environ=env)
         await runtime.ledger.prepare()
         app.state.runtime = runtime
+        if runtime.open_mode:
+            log.warning(
+                "OPEN MODE: no admin key and no teams are configured, so requests need no key until the "
+                "first virtual key exists; anyone who can reach this port can spend"
+            )
         watcher = ConfigWatcher(config_path, runtime) if config_path is not None else None
         app.state.config_watcher = watcher
         if watcher is not None:

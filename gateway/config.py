@@ -240,6 +240,8 @@ class StateConfig(Strict):
     backend: Literal["memory", "redis"] = "memory"
     redis_url: str | None = None
     prefix: str = "tollgate:"
+    # Redis unreachable: "open" keeps serving with per-replica limits (and says so); "closed" refuses.
+    on_failure: Literal["open", "closed"] = "open"
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> StateConfig:

@@ -29,6 +29,7 @@ from gateway.policy.limits import RateLimits
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.resilience.idempotency import IdempotencyKeys
+from gateway.state.fallback import FallbackStateStore
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis_store import RedisStateStore
 from gateway.state.store import StateStore
@@ -43,7 +44,8 @@ def create_state_store(config: Config, environ: Mapping[str, str]) -> StateStore
     """Redis when configured (or TOLLGATE_REDIS_URL is set), else this process's memory."""
     url = environ.get(REDIS_URL_ENV) or (config.state.redis_url if config.state.backend == "redis" else None)
     if url:
-        return RedisStateStore.from_url(url, prefix=config.state.prefix)
+        shared = RedisStateStore.from_url(url, prefix=config.state.prefix)
+        return FallbackStateStore(shared, fail_open=config.state.on_failure == "open")
     return MemoryStateStore()
 
 

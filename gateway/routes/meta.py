@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 
 from gateway.database import ping
 from gateway.runtime import Runtime
+from gateway.state.fallback import FallbackStateStore
 
 router = APIRouter()
 
@@ -45,7 +46,21 @@ async def readyz(request: Request) -> Response:
         await asyncio.wait_for(ping(runtime.engine), timeout=2.0)
     except Exception as exc:
         return _not_ready(f"database unreachable: {type(exc).__name__}")
-    return Response(b'{"status":"ready"}', media_type=_JSON)
+    state = runtime.store.describe() if isinstance(runtime.store, FallbackStateStore) else "in-memory"
+    body = {
+        "status": "ready",
+        # Open mode is loud on purpose: with no keys configured, anyone who can reach the port can spend.
+        "auth": "open (no keys configured: anyone can call)" if runtime.open_mode else "keys required",
+        "state": state,
+        "ledger": "spooling (database unavailable)" if runtime.ledger.database_down else "writing",
+    }
+    if (
+        isinstance(runtime.store, FallbackStateStore)
+        and runtime.store.degraded
+        and state.startswith("unavailable")
+    ):
+        return Response(orjson.dumps({**body, "status": "not_ready"}), status_code=503, media_type=_JSON)
+    return Response(orjson.dumps(body), media_type=_JSON)
 
 
 def _not_ready(reason: str) -> Response:
