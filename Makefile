@@ -25,6 +25,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.ledger
+	$(BIN)/python -m benchmarks.affinity
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -20,7 +20,7 @@ from gateway.errors import GatewayError, describe, error_body
 from gateway.hot_path import TollgateApp
 from gateway.reload import ConfigWatcher
 from gateway.request_id import RequestIdMiddleware
-from gateway.routes import chat, embeddings, meta, spend
+from gateway.routes import admin, chat, embeddings, meta, spend
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -59,6 +59,7 @@ def create_app(
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
     app.include_router(meta.router)
     app.include_router(spend.router)
+    app.include_router(admin.router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

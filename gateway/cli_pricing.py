@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import TextIO
 
+from gateway import cli_local
 from gateway.config import Config
 from gateway.config_loader import ConfigError
 from gateway.config_loader import load_config as load_config_file
@@ -51,6 +52,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cost.add_argument("--against", metavar="MODEL", help="managed model (default: pricing.baseline_model)")
     cost.add_argument("--provider", help="LiteLLM provider name of the --against model")
     cost.add_argument("--mix", type=_mix, default=(3, 1), metavar="IN:OUT", help="token mix (3:1)")
+    cli_local.add_commands(local_commands)
 
 
 def run(
@@ -64,6 +66,8 @@ def run(
 ) -> int:
     """Run `prices` or `local cost`; 0 on success, 1 when a price is unknown or the config bad."""
     out, err = out or sys.stdout, err or sys.stderr
+    if args.command == "local" and args.local_command in cli_local.COMMANDS:
+        return cli_local.run(args, out=out, err=err)
     path = args.config or (os.environ if environ is None else environ).get(CONFIG_ENV)
     try:
         config = load_config(path) if path else None

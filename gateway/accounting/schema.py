@@ -126,3 +126,6 @@ request_bodies = Table(
     Column("response_body", Text, nullable=True),
     Column("truncated", Boolean, nullable=False),
 )
+
+# Registers virtual_keys on this metadata (after `metadata` exists, so the import is not circular).
+from gateway.accounting import keys_schema  # noqa: E402, F401

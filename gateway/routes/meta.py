@@ -50,7 +50,9 @@ async def readyz(request: Request) -> Response:
     body = {
         "status": "ready",
         # Open mode is loud on purpose: with no keys configured, anyone who can reach the port can spend.
-        "auth": "open (no keys configured: anyone can call)" if runtime.open_mode else "keys required",
+        "auth": "open (no keys configured: anyone can call)"
+        if runtime.open_mode and not await runtime.keys.any_exist()
+        else "keys required",
         "state": state,
         "ledger": "spooling (database unavailable)" if runtime.ledger.database_down else "writing",
     }
