@@ -208,3 +208,25 @@ def test_team_key_sees_only_its_own_spend(
         ).json()
         assert {"red", "blue"} <= {d["team"] for d in admin["data"]}
         assert httpx.get(server.base_url + "/v1/spend").status_code == 401
+
+
+def test_admin_api_issues_and_revokes_keys_on_the_real_gateway(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer, team_name: str
+) -> None:
+    config = policy_config(sqlite_url, openai_upstream, vllm_upstream, {team_name: {}})
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    with GatewayServer(config) as server:
+        created = httpx.post(
+            server.base_url + "/admin/keys", json={"team": team_name, "name": "ci", "rpm": 100}, headers=admin
+        )
+        assert created.status_code == 201
+        key, key_id = created.json()["key"], created.json()["id"]
+        listed = httpx.get(server.base_url + "/admin/keys", params={"team": team_name}, headers=admin).json()
+        assert [k["id"] for k in listed["data"]] == [key_id] and key not in str(listed)
+        assert chat(server.base_url, key).status_code == 200
+        as_team = {"authorization": f"Bearer {key}"}
+        assert httpx.get(server.base_url + "/admin/keys", headers=as_team).status_code == 403
+        assert httpx.delete(server.base_url + f"/admin/keys/{key_id}", headers=admin).status_code == 200
+        time.sleep(1.1)
+        revoked = chat(server.base_url, key)
+        assert revoked.status_code == 401 and "revoked" in revoked.json()["error"]["message"]
