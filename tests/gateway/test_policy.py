@@ -230,3 +230,19 @@ def test_admin_api_issues_and_revokes_keys_on_the_real_gateway(
         time.sleep(1.1)
         revoked = chat(server.base_url, key)
         assert revoked.status_code == 401 and "revoked" in revoked.json()["error"]["message"]
+
+
+def test_soft_budget_allows_and_flags_and_key_budget_refuses(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer, team_name: str
+) -> None:
+    teams = {team_name: {"budget_daily_usd": "0.001", "budget_mode": "soft"}}
+    config = policy_config(sqlite_url, openai_upstream, vllm_upstream, teams)
+    with GatewayServer(config) as server:
+        key = new_key(server, team_name)
+        answers = [chat(server.base_url, key) for _ in range(4)]
+        assert all(a.status_code == 200 for a in answers), "a soft budget never refuses"
+        flags = [server.ledger_row(a.headers["x-request-id"])["flags"] for a in answers]
+        assert flags[0] is None and flags[-1] == f"budget_exceeded:team:{team_name}:day"
+        tight = new_key(server, team_name, budget_daily_nano=1_000_000)  # $0.001 for this key alone
+        results = [chat(server.base_url, tight).status_code for _ in range(4)]
+        assert results[0] == 200 and 429 in results
