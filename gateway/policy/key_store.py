@@ -139,6 +139,7 @@ class KeyStore:
         self._generation = 0
         self._any_exist: bool | None = None
         self._any_checked_at = 0.0
+        self._any_lock = asyncio.Lock()
 
     async def create(
         self,
@@ -232,20 +233,25 @@ class KeyStore:
 
     async def any_exist(self) -> bool:
         """Whether any key was ever created (revoked ones count: revoking every key must not silently
-        reopen an open-mode gateway). Once true it stays true without asking the database again."""
-        if self._any_exist or (
-            self._any_exist is not None and self._clock() - self._any_checked_at <= self._ttl
-        ):
+        reopen an open-mode gateway). Once true it stays true without asking the database again.
+        One query at a time: under load, callers arriving while it runs use the last answer."""
+        fresh = self._any_exist is not None and self._clock() - self._any_checked_at <= self._ttl
+        if self._any_exist or fresh:
+            return bool(self._any_exist)
+        if self._any_lock.locked() and self._any_exist is not None:
             return self._any_exist
-        try:
-            async with self._engine.connect() as conn:
-                row = (await conn.execute(select(virtual_keys.c.id).limit(1))).first()
-        except (SQLAlchemyError, OSError) as exc:
-            if self._any_exist is not None:
+        async with self._any_lock:
+            if self._any_exist is not None and self._clock() - self._any_checked_at <= self._ttl:
                 return self._any_exist
-            raise KeyStoreUnavailable("cannot check API keys: the key store is unreachable") from exc
-        self._any_exist, self._any_checked_at = row is not None, self._clock()
-        return self._any_exist
+            try:
+                async with self._engine.connect() as conn:
+                    row = (await conn.execute(select(virtual_keys.c.id).limit(1))).first()
+            except (SQLAlchemyError, OSError) as exc:
+                if self._any_exist is not None:
+                    return self._any_exist
+                raise KeyStoreUnavailable("cannot check API keys: the key store is unreachable") from exc
+            self._any_exist, self._any_checked_at = row is not None, self._clock()
+            return self._any_exist
 
     async def _fetch_once(self, key_hash: str) -> KeyRecord | None:
         flight = self._inflight.get(key_hash)
