@@ -26,6 +26,8 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.ledger
 	$(BIN)/python -m benchmarks.affinity
+	$(BIN)/python -m benchmarks.caching
+	$(BIN)/python -m benchmarks.classifier
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,123 @@
+"""What the complexity classifier costs per request: `score()` on realistic bodies, p50 and p99.
+
+`python -m benchmarks.classifier [N]` prints the figures; `measure()` returns them for the report.
+Runs in-process on one thread with the garbage collector paused while timing (as `timeit` does),
+so the figures are the scorer's own cost, not the interpreter's housekeeping.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from benchmarks.payloads import large_prompt_text
+from benchmarks.stats import percentile
+from gateway.routing.classifier import ComplexityClassifier
+
+_QUESTION = (
+    "A 45-year-old man has had intermittent chest pain on exertion for three months. Which of the "
+    "following is the most appropriate next step in diagnosis?\nA. Coronary angiography\n"
+    "B. Exercise stress test\nC. CT of the chest\nD. Reassurance"
+)
+_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search_orders",
+        "description": "Find a customer's orders",
+        "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}},
+    },
+}
+
+
+def bodies() -> dict[str, dict[str, Any]]:
+    """The bodies timed: a chat turn, an exam question, a 2k- and a 50k-token prompt, an agent turn."""
+    system = {"role": "system", "content": "You are a terse assistant."}
+    document = large_prompt_text(8_000, seed=11)  # ~2k tokens
+    return {
+        "short chat": {
+            "messages": [system, {"role": "user", "content": "Summarise the benefits of an LLM gateway."}]
+        },
+        "exam question": {"messages": [system, {"role": "user", "content": _QUESTION}]},
+        "2k-token prompt": {
+            "messages": [
+                system,
+                {"role": "user", "content": document + "\n\nList the three main points, step by step."},
+            ]
+        },
+        "50k-token prompt": {
+            "messages": [system, {"role": "user", "content": large_prompt_text() + "\n\nSummarise."}]
+        },
+        "agent turn with tools": {
+            "messages": [
+                {"role": "system", "content": "You help support staff. Always cite order ids. " * 8},
+                {"role": "user", "content": "Where is my last order? It must arrive before Friday."},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "search_orders"}}],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": '{"orders": [{"id": "A-17"}]}'},
+                {"role": "user", "content": "And can you change the delivery address to 12 Rue Oberkampf?"},
+            ],
+            "tools": [_TOOL] * 4,
+            "response_format": {"type": "json_object"},
+            "max_tokens": 2048,
+        },
+    }
+
+
+def measure(n: int = 20000, classifier: ComplexityClassifier | None = None) -> dict[str, Any]:
+    """p50 / p99 / mean microseconds of `score()` per body (and of `assess()`, which the router
+    calls for the score and its reasons), over `n` calls each after a warm-up."""
+    classifier = classifier or ComplexityClassifier.load()
+    results: dict[str, Any] = {"n": n, "model_version": classifier.version, "bodies": {}}
+    for name, body in bodies().items():
+        results["bodies"][name] = _time(partial(classifier.score, body), n)
+    short = bodies()["short chat"]
+    results["bodies"]["short chat, assess()"] = _time(partial(classifier.assess, short), n)
+    return results
+
+
+def _time(call: Callable[[], object], n: int) -> dict[str, float]:
+    for _ in range(min(n, 1000)):
+        call()
+    samples = []
+    clock = time.perf_counter_ns
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(n):
+            start = clock()
+            call()
+            samples.append(clock() - start)
+    finally:
+        if enabled:
+            gc.enable()
+    samples.sort()
+    return {
+        "p50_us": percentile(samples, 0.50) / 1000,
+        "p99_us": percentile(samples, 0.99) / 1000,
+        "mean_us": sum(samples) / len(samples) / 1000,
+    }
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        f"complexity classifier {results['model_version']}: cost per request, "
+        f"{results['n']} calls each, one thread, GC paused",
+        f"  {'body':24} {'p50 µs':>8} {'p99 µs':>8} {'mean µs':>8}",
+    ]
+    for name, figures in results["bodies"].items():
+        lines.append(
+            f"  {name:24} {figures['p50_us']:8.1f} {figures['p99_us']:8.1f} {figures['mean_us']:8.1f}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 20000)))

@@ -1,0 +1,285 @@
+"""Cheap, model-free features of an OpenAI chat request body that hint at how hard it is to answer.
+
+Everything here runs on the request path, so it costs microseconds: no tokenizer, and the text is
+scanned as bytes with C-level `count`/`translate` calls plus a few anchored regexes. Lengths are
+counted over every message; the text itself is read only from the last user message (and the head of
+the system prompt), at most `SAMPLE_CHARS` of it: a head and a tail of a long message say what is
+asked, the middle is usually the document it is asked about. So a 50k-token prompt costs what a
+400-token one does.
+
+The features are meant to carry over to traffic unlike the training data (`data/routing/README.md`):
+none keys on one data set's template (an `Answer:` suffix, say). Which of them get a weight, and
+why some get none, is the training script's business (`scripts/train_router.py`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "prompt_tokens",  # log1p of approximate tokens in all messages and tool definitions
+    "system_tokens",  # log1p of approximate tokens in system / developer messages
+    "conversation_turns",  # log1p of earlier assistant turns
+    "tools",  # log1p of tools (or legacy functions) offered
+    "tool_results",  # log1p of tool / function result messages already in the conversation
+    "structured_output",  # 1 for a JSON schema, 0.5 for JSON mode, 0 for free text
+    "long_output",  # log2(max tokens / 1024), 0 below 1024 or when absent, at most 6
+    "reasoning_effort",  # 0 none / minimal / low, 0.5 medium, 1 high
+    "images",  # log1p of image, audio and file parts
+    "code_blocks",  # log1p of fenced code blocks
+    "code_symbols",  # share of bytes that are code punctuation: { } ; = < > [ ] _ ( )
+    "code_keywords",  # distinct programming words (def, async, nullptr, kubectl, ...)
+    "math_notation",  # log1p of LaTeX / math marks (^ \ $) and spaced = and + signs
+    "digits",  # share of bytes that are digits
+    "numbers",  # log1p of distinct digit runs
+    "reasoning_cues",  # distinct reasoning cues ("prove", "derive", "step by step", ...)
+    "multi_step",  # log1p of list items and sequencing words ("first", "then", "finally", ...)
+    "conditionals",  # distinct conditional / hypothetical cues ("if", "suppose", "unless", ...)
+    "quantities",  # distinct quantitative-relation cues ("than", "twice", "per", "average", ...)
+    "constraints",  # log1p of constraint words and phrases ("must", "at least", "do not", ...)
+    "negation_cues",  # capitalised traps: NOT, EXCEPT, LEAST, FALSE, INCORRECT, NEVER
+    "questions",  # log1p of question marks
+    "multiple_choice",  # 1 when three or more lettered options (A. B. C. / (a) (b) (c)) start lines
+    "sentences",  # log1p of sentence ends
+    "clauses",  # log1p of commas and semicolons
+    "capitals",  # share of Latin letters that are capitals (names, acronyms, variables), smoothed
+    "non_ascii",  # share of non-ASCII characters (other scripts and languages)
+)
+
+SAMPLE_CHARS = 1024  # characters of the last user message that are read
+_TAIL_CHARS = 384  # of those, taken from its end when it is longer
+_SYSTEM_CHARS = 512  # characters of the system prompt read for instruction cues
+_CHARS_PER_TOKEN = 4.0
+_TOOL_CHARS = 256  # a typical tool definition: counted, not serialised just to be measured
+_TOOL_CALL_CHARS = 64
+
+_PUNCTUATION = b'!"#$%&()*+,./:;<=>?@[\\]^`{|}~\r\n\t'
+_TO_SPACE = bytes.maketrans(_PUNCTUATION, b" " * len(_PUNCTUATION))
+_DIGITS = b"0123456789"
+_ONLY_DIGITS = bytes(c if c in _DIGITS else 32 for c in range(256))  # everything else -> space
+_CAPITALS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWERCASE = b"abcdefghijklmnopqrstuvwxyz"
+_CODE_SYMBOLS = b"{};=<>[]_()"
+_MATH_SYMBOLS = b"^\\$"
+# Anchored on a literal newline rather than (?m)^, which lets the regex engine skip to candidates
+# (15x faster); the text is matched with a newline in front.
+_OPTION = re.compile(rb"\n[ \t]*\(?([A-Ha-h])[.):][ \t]")
+_LIST_ITEM = re.compile(rb"\n[ \t]*(?:\d{1,2}[.)]|[-*]|\xe2\x80\xa2)[ \t]")
+_ENDS_TO_STOP = bytes.maketrans(b"?!", b"..")
+
+_CODE_WORDS = frozenset(
+    b"def elif lambda async await const var let void int str bool struct enum impl fn pub println "
+    b"printf cout cin std include namespace null nullptr undefined isinstance self this args kwargs "
+    b"func dict tuple regex sql json yaml api http https git bash sudo npm pip docker kubectl "
+    b"python javascript typescript java rust golang kotlin swift php ruby html css compile compiler "
+    b"runtime exception traceback stacktrace segfault debug refactor codebase repository endpoint "
+    b"algorithm recursion recursive".split()
+)
+_REASONING_WORDS = frozenset(
+    b"prove proof derive derivation justify explain why analyze analyse analysis evaluate "
+    b"compare contrast reason reasoning infer deduce implies implication therefore hence "
+    b"calculate compute determine estimate optimize optimise design implement architect "
+    b"tradeoff tradeoffs critique assess argue hypothesis theorem lemma rigorous rigorously "
+    b"step steps step-by-step strategy plan debug diagnose".split()
+)
+# Phrases, each behind a word it contains: a set lookup spares a scan when the word is absent.
+_REASONING_PHRASES = (
+    (b"step", b"step by step"),
+    (b"show", b"show that"),
+    (b"why", b"explain why"),
+    (b"what", b"what if"),
+    (b"would", b"how would"),
+)
+_SEQUENCE_WORDS = frozenset(
+    b"first second third fourth then next finally afterwards subsequently before after until".split()
+)
+_CONDITIONAL_WORDS = frozenset(
+    b"if suppose supposing assume assuming unless otherwise whereas hypothetically given".split()
+)
+_QUANTITY_WORDS = frozenset(
+    b"than twice thrice half double triple times average each per every remaining total ratio rate "
+    b"percent percentage proportion older younger age ages".split()
+)
+_CONSTRAINT_WORDS = frozenset(
+    b"must should shall exactly only never always without ensure required require requires "
+    b"mandatory strictly maximum minimum limit within".split()
+)
+_CONSTRAINT_PHRASES = (
+    (b"least", b"at least"),
+    (b"most", b"at most"),
+    (b"more", b"more than"),  # also "no more than"
+    (b"less", b"less than"),
+    (b"not", b"do not"),
+    (b"don't", b"don't"),
+    (b"sure", b"make sure"),
+    (b"format", b"in the format"),
+    (b"limit", b"word limit"),
+)
+_NEGATIONS = (b"NOT", b"EXCEPT", b"LEAST", b"FALSE", b"INCORRECT", b"NEVER")
+_MEDIA_PARTS = frozenset({"image_url", "input_audio", "file", "image", "audio"})
+_EFFORT = {"medium": 0.5, "high": 1.0, "xhigh": 1.0}
+
+
+def extract_features(body: dict[str, Any]) -> list[float]:
+    """The features of one chat request body, in `FEATURE_NAMES` order. Never raises on odd input."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        messages = []
+    total_chars = system_chars = assistant_turns = tool_results = media = 0
+    last_user: Any = None
+    system_head = ""
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        content = message.get("content")
+        chars, parts_media = _measure(content)
+        total_chars += chars
+        media += parts_media
+        if role == "user":
+            last_user = content
+        elif role == "assistant":
+            assistant_turns += 1
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                total_chars += _TOOL_CALL_CHARS * len(calls)
+        elif role == "system" or role == "developer":
+            system_chars += chars
+            if len(system_head) < _SYSTEM_CHARS:
+                system_head += _sample(content, _SYSTEM_CHARS - len(system_head), 0)
+        elif role == "tool" or role == "function":
+            tool_results += 1
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        tools = body.get("functions")
+    n_tools = len(tools) if isinstance(tools, list) else 0
+    total_chars += _TOOL_CHARS * n_tools
+    return [
+        _log_tokens(total_chars),
+        _log_tokens(system_chars),
+        math.log1p(assistant_turns),
+        math.log1p(n_tools),
+        math.log1p(tool_results),
+        _structured_output(body.get("response_format")),
+        _long_output(body),
+        _reasoning_effort(body.get("reasoning_effort")),
+        math.log1p(media),
+        *_text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head),
+    ]
+
+
+def feature_dict(body: dict[str, Any]) -> dict[str, float]:
+    """`extract_features` keyed by name, for tests and explanations (not the hot path)."""
+    return dict(zip(FEATURE_NAMES, extract_features(body), strict=True))
+
+
+def _measure(content: Any) -> tuple[int, int]:
+    """Characters of text in a message's content (a string or a list of parts), and media parts."""
+    if isinstance(content, str):
+        return len(content), 0
+    if not isinstance(content, list):
+        return 0, 0
+    chars = media = 0
+    for part in content:
+        if isinstance(part, dict):
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                chars += len(text) if isinstance(text, str) else 0
+            elif kind in _MEDIA_PARTS:
+                media += 1
+    return chars, media
+
+
+def _sample(content: Any, limit: int, tail: int) -> str:
+    """At most `limit` characters of a content's text: all of it, or its head and `tail` of its end."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        texts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if sum(len(t) for t in texts) > 4 * limit:  # do not join a long document just to cut it
+            texts = texts[:1] + texts[-1:] if len(texts) > 1 else texts
+        text = "\n".join(texts)
+    else:
+        return ""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - tail]
+    return head + "\n" + text[-tail:] if tail else head
+
+
+def _text_cues(sample: str, system_head: str) -> list[float]:
+    """The text features (from `code_blocks` on): of the sample of the last user message, and of
+    the system prompt's head for instruction cues."""
+    raw = sample.encode("utf-8", "replace")
+    size = max(len(raw), 1)
+    low = raw.lower()  # ASCII only, which is all the word lists need
+    if system_head:
+        low_all = low + b"\n" + system_head.encode("utf-8", "replace").lower()
+    else:
+        low_all = low
+    words = set(low_all.translate(_TO_SPACE).split())
+    multiline = b"\n" in raw
+
+    digits = len(raw) - len(raw.translate(None, _DIGITS))
+    numbers = len(set(raw.translate(_ONLY_DIGITS).split())) if digits else 0
+    reasoning = len(words & _REASONING_WORDS)
+    reasoning += sum(1 for key, phrase in _REASONING_PHRASES if key in words and phrase in low_all)
+    constraints = len(words & _CONSTRAINT_WORDS)
+    constraints += sum(low_all.count(phrase) for key, phrase in _CONSTRAINT_PHRASES if key in words)
+    lines = b"\n" + raw if multiline else b""
+    stops = raw.translate(_ENDS_TO_STOP)
+    no_capitals = raw.translate(None, _CAPITALS)
+    capitals = len(raw) - len(no_capitals)
+    letters = capitals + len(no_capitals) - len(no_capitals.translate(None, _LOWERCASE))
+    return [
+        math.log1p(raw.count(b"```") // 2),
+        (len(raw) - len(raw.translate(None, _CODE_SYMBOLS))) / size,
+        float(len(words & _CODE_WORDS)),
+        math.log1p(
+            len(raw) - len(raw.translate(None, _MATH_SYMBOLS)) + raw.count(b" = ") + raw.count(b" + ")
+        ),
+        digits / size,
+        math.log1p(numbers),
+        float(reasoning),
+        math.log1p(len(_LIST_ITEM.findall(lines)) + len(words & _SEQUENCE_WORDS)),
+        float(len(words & _CONDITIONAL_WORDS)),
+        float(len(words & _QUANTITY_WORDS)),
+        math.log1p(constraints),
+        float(sum(1 for w in _NEGATIONS if w in raw)),
+        math.log1p(raw.count(b"?")),
+        1.0 if len({m.lower() for m in _OPTION.findall(lines)}) >= 3 else 0.0,
+        math.log1p(stops.count(b". ") + stops.count(b".\n") + (1 if raw else 0)),
+        math.log1p(raw.count(b",") + raw.count(b";")),
+        # 20 pseudo-letters at a typical 5% keep short and non-Latin prompts near the middle.
+        (capitals + 1.0) / (letters + 20.0),
+        0.0 if len(raw) == len(sample) else 1.0 - len(sample.encode("ascii", "ignore")) / len(sample),
+    ]
+
+
+def _log_tokens(chars: int) -> float:
+    return math.log1p(chars / _CHARS_PER_TOKEN)
+
+
+def _structured_output(response_format: Any) -> float:
+    if not isinstance(response_format, dict):
+        return 0.0
+    kind = response_format.get("type")
+    if kind == "json_schema":
+        return 1.0
+    return 0.5 if kind == "json_object" else 0.0
+
+
+def _long_output(body: dict[str, Any]) -> float:
+    limit = body.get("max_completion_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        limit = body.get("max_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 1024:
+        return 0.0
+    return min(math.log2(limit / 1024), 6.0)
+
+
+def _reasoning_effort(effort: Any) -> float:
+    return _EFFORT.get(effort, 0.0) if isinstance(effort, str) else 0.0

@@ -1,0 +1,119 @@
+"""The routing data as the training script sees it: rows with features, and which rows it fits.
+
+See `data/routing/README.md` for what the files hold, their licences and the citations we owe.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from gateway.routing.features import FEATURE_NAMES, extract_features  # noqa: E402
+
+DATA_DIR = ROOT / "data" / "routing"
+DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
+WEAK = "mixtral-8x7b-instruct-v0.1"
+STRONG = "gpt-4-1106-preview"
+HELD_OUT_SOURCES = frozenset({"math500"})  # never fitted: the check on a source the model has not seen
+LENGTH = FEATURE_NAMES.index("prompt_tokens")
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    source: str
+    split: str
+    label: bool | None  # True = complex
+    features: list[float]
+    weak: float | None = None  # the weak model's quality on this item, outcome rows only
+    strong: float | None = None
+    difficulty: int | None = None  # MATH level
+
+
+def load(data_dir: Path = DATA_DIR) -> tuple[list[Item], list[Item]]:
+    """The labelled prompts (`train.jsonl`) and the weak/strong outcome rows, with features."""
+    return _items(data_dir / DATA_FILES[0]), _items(data_dir / DATA_FILES[1])
+
+
+def _items(path: Path) -> list[Item]:
+    items = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                items.append(_item(json.loads(line)))
+    return items
+
+
+def _item(row: dict[str, Any]) -> Item:
+    scores = row.get("scores") or {}
+    return Item(
+        id=row["id"],
+        source=row["source"],
+        split=row["split"],
+        label=None if row["label"] is None else row["label"] == "complex",
+        features=extract_features({"messages": [{"role": "user", "content": row["prompt"]}]}),
+        weak=scores.get(WEAK),
+        strong=scores.get(STRONG),
+        difficulty=row.get("difficulty_level"),
+    )
+
+
+def training_rows(
+    labelled: Sequence[Item], outcomes: Sequence[Item], *, drop_source: str | None = None
+) -> list[Item]:
+    """The `train` rows: every weak/strong outcome row, and the labelled rows of the other sources.
+
+    An outcome row is complex when only the strong model got it right, simple otherwise: when both
+    are right the weak one is good enough, and when both are wrong (or only the weak one is right)
+    paying for the strong one buys nothing. That is README's definition of the labels, applied to
+    every outcome row rather than to `train.jsonl`'s subsample, which kept all of MMLU's hard items
+    and a sixth of its easy ones (and so taught "multiple choice means hard").
+    """
+    chosen = [
+        replace(item, label=(item.strong or 0.0) > (item.weak or 0.0))
+        for item in outcomes
+        if item.split == "train" and item.source != drop_source
+    ]
+    covered = {item.source for item in outcomes}
+    chosen.extend(
+        item
+        for item in labelled
+        if item.split == "train"
+        and item.label is not None
+        and item.source not in covered
+        and item.source not in HELD_OUT_SOURCES
+        and item.source != drop_source
+    )
+    return chosen
+
+
+def labelled_only_rows(labelled: Sequence[Item]) -> list[Item]:
+    """`train.jsonl`'s own labelled train rows (the reference the shipped model is compared with)."""
+    return [
+        item
+        for item in labelled
+        if item.split == "train" and item.label is not None and item.source not in HELD_OUT_SOURCES
+    ]
+
+
+def source_weights(items: Sequence[Item]) -> np.ndarray:
+    """Row weights under which every source counts the same, so MMLU's 10k rows do not decide alone
+    what makes a request hard."""
+    counts = Counter(item.source for item in items)
+    return np.array([len(items) / (len(counts) * counts[item.source]) for item in items])
+
+
+def length_scores(items: Sequence[Item]) -> list[float]:
+    """The prompt-length-only baseline: the log of the approximate token count."""
+    return [item.features[LENGTH] for item in items]

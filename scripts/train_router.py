@@ -1,0 +1,330 @@
+
+"""Train the complexity classifier, write `gateway/routing/weights.json`, print the dev figures.
+
+    .venv/bin/pip install numpy scipy                  # training only; the gateway never imports them
+    .venv/bin/python scripts/train_router.py           # fit, report, write the weights
+    .venv/bin/python scripts/train_router.py --check   # fit, report, exit 1 if the shipped file differs
+    .venv/bin/python scripts/train_router.py --compare # also the reference models (needs scikit-learn)
+
+Fits only `split == "train"` rows of `data/routing/` and measures on `split == "dev"` rows (the data,
+its licences and the citations we owe: `data/routing/README.md`). The model is a logistic regression
+on standardised features from `gateway.routing.features`:
+
+- rows: every weak/strong outcome row (complex = only the strong model was right) plus CLINC150 and
+  NQ-open (all simple); MATH-500 is held out as a source the model has never seen;
+- weights: every source counts the same, so MMLU's 10k rows do not alone decide what is hard;
+- an L2 penalty, and sign constraints: a cue that can only make a request harder (length, code,
+  math, numbers, tools...) may not get a negative weight because these sources happen to pair it
+  with easy items; code and math cues, which the data barely contains, keep a floor (`FLOORS`);
+- features the data never varies (tools, conversation depth, JSON schema, output length, reasoning
+  effort, images, code fences, system prompts, other languages: every prompt here is one plain
+  English user turn) keep hand-set weights (`PRIORS`), marked `"fit": "prior"` in the file;
+- features that only tell the sources apart (`EXCLUDED`: lettered options, question marks) get no
+  weight; the report shows the figures with them put back;
+- standardised values are clipped to +-`CLIP`, here and in the gateway.
+
+Deterministic: L-BFGS-B from a fixed start, no sampling (the bootstrap intervals use a fixed seed).
+On the same machine a rerun reproduces the file byte for byte (`--check`); on another numpy/BLAS
+build the coefficients can move in the last printed digit and the figures agree to 3 decimals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from router_data import (
+    DATA_DIR,
+    DATA_FILES,
+    HELD_OUT_SOURCES,
+    ROOT,
+    Item,
+    labelled_only_rows,
+    load,
+    source_weights,
+    training_rows,
+)
+from router_report import SEED, print_report, report
+from scipy.optimize import minimize  # type: ignore[import-untyped]
+
+from gateway.routing import evaluation
+from gateway.routing.features import FEATURE_NAMES
+
+WEIGHTS_PATH = ROOT / "gateway" / "routing" / "weights.json"
+VERSION = "1.0.0"
+L2 = 1.0  # on standardised coefficients, against a log-loss summed over ~12k rows: a light touch
+
+# Logit per unit of the raw feature (clipped at CLIP units), for the features the data never or hardly
+# varies (its few non-ASCII characters are accents and symbols, not other languages). Judgement, not
+# fit: what a request with these traits usually needs. Set one to zero to switch it off.
+PRIORS: dict[str, float] = {
+    "system_tokens": 0.05,  # a 1k-token system prompt: +0.35 (agents and RAG run long)
+    "conversation_turns": 0.4,  # 3 earlier turns: +0.55; 10: +0.96
+    "tools": 0.8,  # one tool: +0.55; five: +1.43 (agentic work breaks small models first)
+    "tool_results": 0.3,
+    "structured_output": 0.5,  # a JSON schema to follow
+    "long_output": 0.3,  # per doubling of max_tokens above 1024
+    "reasoning_effort": 3.0,  # the client asked for high reasoning effort (medium: +1.5)
+    "images": 0.7,
+    "code_blocks": 0.8,  # one fenced block: +0.55
+    "non_ascii": 0.8,  # a prompt in a non-Latin script: +0.8 (small models are weaker outside English)
+}
+# Lowest logit per unit for code and math cues. The data is questions, not tasks: almost no code and
+# little notation, so it cannot show what these are worth, only push them above the floor. (Floors
+# on "prove"/"step by step" and on "must"/"at least" each cost about 0.005 APGR on dev, where those
+# words sit in exam questions and predict nothing, so those two are left to the data.)
+FLOORS: dict[str, float] = {
+    "code_symbols": 3.0,  # 15% code punctuation: +0.45
+    "code_keywords": 0.2,  # per distinct keyword
+    "math_notation": 0.15,  # 10 LaTeX marks or operators: +0.36
+    "multi_step": 0.2,  # 5 list items: +0.36
+}
+# Features allowed a negative weight: style rather than a difficulty cue. (CLINC150 and NQ-open are
+# lower-cased, which inflates this one's weight; clipping at CLIP bounds what shouting can do.)
+SIGNED = frozenset({"capitals"})
+
+
+# Measured but given no weight, because in these data they say which data set a prompt came from
+# rather than how hard it is: lettered options mark MMLU, and CLINC150 and NQ-open come without
+# question marks, so "?" would learn "a question mark means hard" (inside MMLU and GSM8K it predicts
+# nothing). The script prints the figures with multiple_choice back in.
+EXCLUDED = frozenset({"multiple_choice", "questions"})
+CLIP = 4.0  # standardised values are clipped to +-CLIP, in training and in the gateway alike
+
+
+@dataclass(frozen=True)
+class Model:
+    means: np.ndarray
+    scales: np.ndarray
+    coefficients: np.ndarray
+    intercept: float
+    kinds: tuple[str, ...]  # per feature: "data" (fitted), "prior" (never varies here), "excluded"
+
+    def scores(self, items: Sequence[Item]) -> list[float]:
+        x = np.array([item.features for item in items], dtype=float)
+        logits = np.clip((x - self.means) / self.scales, -CLIP, CLIP) @ self.coefficients + self.intercept
+        return [float(v) for v in 1.0 / (1.0 + np.exp(-logits))]
+
+
+def fit(
+    items: Sequence[Item],
+    *,
+    exclude: frozenset[str] = EXCLUDED,
+    signed: frozenset[str] = SIGNED,
+    weighted: bool = True,
+) -> Model:
+    """Sign-constrained, L2-penalised, source-weighted logistic regression on clipped standardised
+    features (see the module docstring)."""
+    x = np.array([item.features for item in items], dtype=float)
+    y = np.array([1.0 if item.label else 0.0 for item in items])
+    weights = source_weights(items) if weighted else np.ones(len(items))
+    means, scales = x.mean(axis=0), x.std(axis=0)
+    varies = scales > 1e-12
+    means, scales = np.where(varies, means, 0.0), np.where(varies, scales, 1.0)
+    kinds = tuple(
+        "excluded" if name in exclude else "prior" if name in PRIORS or not v else "data"
+        for name, v in zip(FEATURE_NAMES, varies, strict=True)
+    )
+    means = np.where([k == "data" for k in kinds], means, 0.0)
+    scales = np.where([k == "data" for k in kinds], scales, 1.0)
+    active = np.array([kind == "data" for kind in kinds])
+    z = np.clip((x - means) / scales, -CLIP, CLIP)[:, active]
+
+    def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = params[:-1], params[-1]
+        logits = z @ w + b
+        residual = weights * (1.0 / (1.0 + np.exp(-logits)) - y)
+        value = float(weights @ (np.logaddexp(0.0, logits) - y * logits) + 0.5 * L2 * w @ w)
+        return value, np.concatenate([z.T @ residual + L2 * w, [residual.sum()]])
+
+    lows = [
+        None if name in signed else FLOORS.get(name, 0.0) * scale
+        for name, scale, on in zip(FEATURE_NAMES, scales, active, strict=True)
+        if on
+    ]
+    result = minimize(
+        loss,
+        np.array([low or 0.0 for low in lows] + [0.0]),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(low, None) for low in lows] + [(None, None)],
+        options={"maxiter": 5000, "ftol": 1e-12, "gtol": 1e-8},
+    )
+    if not result.success:
+        raise RuntimeError(f"fit did not converge: {result.message}")
+    coefficients = np.array(
+        [PRIORS.get(name, 0.0) if k == "prior" else 0.0 for name, k in zip(FEATURE_NAMES, kinds, strict=True)]
+    )
+    coefficients[active] = result.x[:-1]
+    return Model(means, scales, coefficients, float(result.x[-1]), kinds)
+
+
+def best_threshold(items: Sequence[Item], scores: Sequence[float]) -> float:
+    """The threshold, on a 0.01 grid, with the best balanced accuracy (mean of the hit rates on
+    complex and on simple items) on the training rows: a rule that does not move with base rates."""
+    positives = [s for item, s in zip(items, scores, strict=True) if item.label]
+    negatives = [s for item, s in zip(items, scores, strict=True) if not item.label]
+
+    def balanced(t: float) -> float:
+        hits = sum(1 for s in positives if s >= t) / len(positives)
+        return (hits + sum(1 for s in negatives if s < t) / len(negatives)) / 2
+
+    return max((round(t / 100, 2) for t in range(1, 100)), key=balanced)
+
+
+def leave_one_source_out(labelled: Sequence[Item], outcomes: Sequence[Item]) -> dict[str, float]:
+    """Overall dev AUROC of a model trained without one source: how it copes with the unseen."""
+    dev = [i for i in labelled if i.split == "dev" and i.label is not None]
+    labels = [bool(i.label) for i in dev]
+    return {
+        source: evaluation.auroc(
+            labels, fit(training_rows(labelled, outcomes, drop_source=source)).scores(dev)
+        )
+        for source in ("routellm_gsm8k", "clinc150", "nq_open")
+    }
+
+
+def compare(labelled: Sequence[Item], outcomes: Sequence[Item], rows: Sequence[Item]) -> None:
+    """Reference models, not shipped: the same regression on `train.jsonl`'s labelled rows alone,
+    and gradient boosting on the shipped rows (needs scikit-learn)."""
+    reference = labelled_only_rows(labelled)
+    model = fit(reference, weighted=False)
+    threshold = best_threshold(reference, model.scores(reference))
+    print_report(
+        report(model.scores, labelled, outcomes, threshold=threshold),
+        title="reference: train.jsonl rows only",
+    )
+    from sklearn.ensemble import HistGradientBoostingClassifier  # type: ignore[import-untyped]
+
+    x = np.array([i.features for i in rows])
+    y = np.array([bool(i.label) for i in rows])
+    for depth in (1, 2, 3):
+        gbm = HistGradientBoostingClassifier(
+            max_depth=depth, learning_rate=0.05, max_iter=300, random_state=0
+        )
+        gbm.fit(x, y, sample_weight=source_weights(rows))
+
+        def scores(items: Sequence[Item], gbm: Any = gbm) -> list[float]:
+            return [float(p) for p in gbm.predict_proba(np.array([i.features for i in items]))[:, 1]]
+
+        threshold = best_threshold(rows, scores(rows))
+        print_report(
+            report(scores, labelled, outcomes, threshold=threshold), title=f"reference: GBM depth {depth}"
+        )
+
+
+def weights_document(model: Model, *, threshold: float, training: dict[str, Any]) -> dict[str, Any]:
+    """The shipped file: what `ComplexityClassifier.load` reads, and how it was made."""
+    digest = hashlib.sha256()
+    files = {}
+    for name in DATA_FILES:
+        data = (DATA_DIR / name).read_bytes()
+        digest.update(data)
+        files[name] = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    return {
+        "format": 1,
+        "model": "logistic_regression",
+        "version": f"{VERSION}+data.{digest.hexdigest()[:12]}",
+        "threshold": threshold,
+        "clip": CLIP,
+        "intercept": _round(model.intercept),
+        "features": [
+            {
+                "name": name,
+                "mean": _round(model.means[j]),
+                "scale": _round(model.scales[j]),
+                "coefficient": _round(model.coefficients[j]),
+                "fit": model.kinds[j],
+            }
+            for j, name in enumerate(FEATURE_NAMES)
+        ],
+        "training": {
+            "script": "scripts/train_router.py",
+            "data": files,
+            "rows": training["rows"],
+            "held_out_sources": sorted(HELD_OUT_SOURCES),
+            "label": "complex = only the strong model was right (RouteLLM outcome rows); "
+            "CLINC150 and NQ-open rows are simple",
+            "row_weights": "every source weighs the same",
+            "l2": L2,
+            "non_negative_except": sorted(SIGNED),
+            "excluded": sorted(EXCLUDED),
+            "floors": dict(FLOORS),
+            "priors": dict(PRIORS),
+            "threshold_rule": "best balanced accuracy on the training rows, 0.01 grid",
+            "bootstrap_seed": SEED,
+            "dev": _rounded(training["dev"]),
+            "dev_with_excluded_features": _rounded(training["ablation"]),
+            "dev_auroc_leave_one_source_out": _rounded(training["held_out"]),
+            "credits": "Trained on public data: RouteLLM (Ong et al. 2024, arXiv:2406.18665, Apache-2.0); "
+            "MMLU (Hendrycks et al., ICLR 2021, MIT); GSM8K (Cobbe et al. 2021, arXiv:2110.14168, MIT); "
+            "CLINC150 (Larson et al., EMNLP-IJCNLP 2019, CC BY 3.0); NQ-open (Kwiatkowski et al., "
+            "TACL 2019; Lee et al., ACL 2019; CC BY-SA 3.0); MATH-500 held out for evaluation "
+            "(Hendrycks et al., NeurIPS 2021; Lightman et al. 2023; MIT). See data/routing/README.md.",
+        },
+    }
+
+
+def _round(value: float) -> float:
+    return float(f"{float(value):.6g}")
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Train the complexity classifier.")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_PATH, help="weights file to write or check")
+    parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
+    parser.add_argument("--compare", action="store_true", help="also report reference models")
+    args = parser.parse_args(argv)
+
+    labelled, outcomes = load()
+    rows = training_rows(labelled, outcomes)
+    model = fit(rows)
+    threshold = best_threshold(rows, model.scores(rows))
+    print(f"trained on {len(rows)} rows, {sum(bool(i.label) for i in rows)} complex")
+    figures = report(model.scores, labelled, outcomes, threshold=threshold, bootstrap=True)
+    print_report(figures, title="shipped model")
+
+    ablated = fit(rows, exclude=frozenset(), signed=SIGNED | EXCLUDED)
+    ablation = report(
+        ablated.scores, labelled, outcomes, threshold=best_threshold(rows, ablated.scores(rows))
+    )
+    print_report(ablation, title="ablation, not shipped: multiple_choice and questions back in, either sign")
+    held_out = leave_one_source_out(labelled, outcomes)
+    print(
+        "== dev AUROC, one source left out of training: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in held_out.items())
+    )
+    if args.compare:
+        compare(labelled, outcomes, rows)
+
+    training = {"rows": len(rows), "dev": figures, "ablation": ablation, "held_out": held_out}
+    text = json.dumps(weights_document(model, threshold=threshold, training=training), indent=2) + "\n"
+    out: Path = args.out
+    if args.check:
+        same = out.exists() and out.read_text(encoding="utf-8") == text
+        print(f"{out}: {'identical to this run' if same else 'DIFFERS from this run'}")
+        return 0 if same else 1
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

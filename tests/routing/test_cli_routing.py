@@ -1,0 +1,148 @@
+"""`tollgate route-eval` on a tiny file whose figures can be worked out by hand."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway import cli_routing
+from gateway.routing import FEATURE_NAMES, ComplexityClassifier
+
+WEAK, STRONG = "small-model", "big-model"
+
+
+def length_only() -> ComplexityClassifier:
+    """A classifier whose score grows with prompt length only, so the ranking is known."""
+    n = len(FEATURE_NAMES)
+    coefficients = tuple(1.0 if name == "prompt_tokens" else 0.0 for name in FEATURE_NAMES)
+    return ComplexityClassifier(
+        names=FEATURE_NAMES,
+        means=(0.0,) * n,
+        scales=(1.0,) * n,
+        coefficients=coefficients,
+        intercept=-3.0,
+        clip=100.0,
+        threshold=0.5,
+    )
+
+
+ROWS: list[dict[str, Any]] = [
+    {"id": "a", "prompt": "hi", "label": "simple", "scores": {WEAK: 1.0, STRONG: 1.0}, "split": "dev"},
+    {
+        "id": "b",
+        "prompt": "what time is it",
+        "label": "simple",
+        "scores": {WEAK: 1.0, STRONG: 1.0},
+        "split": "dev",
+    },
+    {"id": "c", "prompt": "x" * 200, "label": "complex", "scores": {WEAK: 0.0, STRONG: 1.0}, "split": "dev"},
+    {"id": "d", "prompt": "y" * 400, "label": "complex", "scores": {WEAK: 0.0, STRONG: 1.0}, "split": "dev"},
+    {"id": "e", "messages": [{"role": "user", "content": "z" * 40}], "label": None, "split": "dev"},
+    {"id": "f", "prompt": "not in dev", "label": "simple", "split": "train"},
+]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tollgate")
+    cli_routing.add_commands(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["route-eval", *argv])
+
+
+def run(*argv: str, classifier: ComplexityClassifier | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli_routing.run(parse(*argv), classifier=classifier, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "eval.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in ROWS) + "\n")
+    return path
+
+
+def test_figures_and_scores_out(data: Path, tmp_path: Path) -> None:
+    classifier = length_only()
+    scores = {
+        row["id"]: classifier.score({"messages": [{"role": "user", "content": row.get("prompt", "")}]})
+        for row in ROWS
+    }
+    # between b ("what time is it") and e (40 characters): a and b go cheap, e, c and d strong
+    threshold = (scores["b"] + classifier.score({"messages": [{"role": "user", "content": "z" * 40}]})) / 2
+    out_path = tmp_path / "scores.jsonl"
+    code, out, err = run(
+        str(data),
+        "--split",
+        "dev",
+        "--threshold",
+        str(threshold),
+        "--scores-out",
+        str(out_path),
+        classifier=classifier,
+    )
+    assert code == 0, err
+    assert "items: 5 scored, 4 labelled (2 complex, 2 simple)" in out
+    assert "AUROC: 1.000" in out
+    assert f"accuracy at threshold {threshold:g}: 1.000" in out
+    assert "routed to the cheap tier: 40.0% (2 of 5)" in out
+    # Quality over a-d, strong-only items c and d ranked first: 0.5, 0.75, 1, 1, 1 -> APGR 0.75.
+    assert (
+        f"weak {WEAK} vs strong {STRONG} (4 items with both scores): weak alone 0.500, strong alone 1.000"
+        in out
+    )
+    assert "APGR: 0.750" in out
+    half = next(line.split() for line in out.splitlines() if line.strip().startswith("50%"))
+    assert half[2:] == ["1.000", "100.0%", "50%"]  # quality, retained, cost saved at 50% strong calls
+    written = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert [w["id"] for w in written] == ["a", "b", "c", "d", "e"]
+    assert [w["tier"] for w in written] == ["cheap", "cheap", "strong", "strong", "strong"]
+    assert written[0]["score"] == pytest.approx(scores["a"], abs=1e-6)
+
+
+def test_shipped_weights_and_default_threshold(data: Path) -> None:
+    code, out, _ = run(str(data))
+    assert code == 0
+    threshold = ComplexityClassifier.load().threshold
+    assert f"threshold {threshold:g}" in out
+    assert "items: 6 scored, 5 labelled (2 complex, 3 simple)" in out
+
+
+def test_model_names_must_be_resolvable(tmp_path: Path) -> None:
+    path = tmp_path / "three.jsonl"
+    path.write_text(
+        json.dumps({"prompt": "hi", "label": "simple", "scores": {"a": 1, "b": 0, "c": 1}}) + "\n"
+    )
+    code, out, err = run(str(path))
+    assert code == 0 and "APGR" not in out and "--weak and --strong" in err
+    code, out, err = run(str(path), "--weak", "b", "--strong", "c")
+    assert code == 0 and "weak b vs strong c" in out
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"prompt": "hi", "label": "hard"}', "label must be"),
+        ('{"label": "simple"}', "needs a 'prompt'"),
+        ("not json", "not JSON"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_bad_lines_fail_with_their_line_number(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"prompt": "ok"}\n' + line + "\n")
+    code, _, err = run(str(path))
+    assert code == 1 and f"{path}:2" in err and message in err
+
+
+def test_nothing_to_score(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    code, _, err = run(str(path))
+    assert code == 1 and "no items" in err
+    code, _, err = run(str(tmp_path / "missing.jsonl"))
+    assert code == 1 and "missing.jsonl" in err

@@ -1,0 +1,199 @@
+"""Features of hand-written chat bodies: each cue fires on the text it names, and odd input never raises."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from gateway.routing.features import FEATURE_NAMES, SAMPLE_CHARS, extract_features, feature_dict
+
+
+def user(text: str, **extra: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}], **extra}
+
+
+def test_one_value_per_name_all_finite() -> None:
+    values = extract_features(user("hi"))
+    assert len(values) == len(FEATURE_NAMES)
+    assert all(math.isfinite(v) for v in values)
+
+
+def test_plain_greeting_has_no_cues() -> None:
+    f = feature_dict(user("hi"))
+    for name in ("code_blocks", "code_keywords", "math_notation", "numbers", "reasoning_cues", "tools"):
+        assert f[name] == 0.0, name
+    assert f["prompt_tokens"] == pytest.approx(math.log1p(2 / 4))
+
+
+def test_code() -> None:
+    body = user(
+        "Fix this bug:\n```python\ndef total(xs):\n    return sum(x for x in xs if x > 0)\n```\n"
+        "and this one:\n```js\nconst f = async () => { await g(); };\n```"
+    )
+    f = feature_dict(body)
+    assert f["code_blocks"] == pytest.approx(math.log1p(2))
+    assert f["code_keywords"] >= 3  # def, const, async, await
+    assert f["code_symbols"] > feature_dict(user("Fix this bug in my essay, please."))["code_symbols"]
+
+
+def test_math() -> None:
+    f = feature_dict(user(r"Solve $x^2 + 3x - 4 = 0$ and show that $\frac{a}{b} \le 1$ for 12 and 7."))
+    assert f["math_notation"] > math.log1p(5)
+    assert f["numbers"] == pytest.approx(math.log1p(7))  # distinct digit runs: 2 3 4 0 1 12 7
+    assert f["reasoning_cues"] >= 1  # "show that"
+
+
+def test_distinct_numbers() -> None:
+    assert feature_dict(user("7 apples and 7 pears cost 12 dollars"))["numbers"] == pytest.approx(
+        math.log1p(2)
+    )
+
+
+def test_reasoning_steps_and_constraints() -> None:
+    body = user(
+        "Prove step by step that the algorithm terminates. First, define the invariant; then explain why "
+        "it holds.\n1. State it\n2. Prove it\n3. Conclude\nYou must use at least two lemmas and do not "
+        "exceed exactly one page."
+    )
+    f = feature_dict(body)
+    assert f["reasoning_cues"] >= 4  # prove, step, why, "step by step", "explain why"
+    assert f["multi_step"] >= math.log1p(5)  # three list items, first, then
+    assert f["constraints"] >= math.log1p(4)  # must, at least, do not, exactly
+
+
+def test_conditionals_quantities_negations() -> None:
+    f = feature_dict(
+        user("If Tom is twice as old as Ann, which statement is NOT true? Suppose each pays half.")
+    )
+    assert f["conditionals"] == 2  # if, suppose
+    assert f["quantities"] == 3  # twice, each, half
+    assert f["negation_cues"] == 1
+    assert f["questions"] == pytest.approx(math.log1p(1))
+
+
+def test_multiple_choice_shapes() -> None:
+    lettered = "Which is a prime?\nA. 4\nB. 6\nC. 7\nD. 9"
+    parenthesised = "Pick one:\n(a) red\n(b) green\n(c) blue"
+    assert feature_dict(user(lettered))["multiple_choice"] == 1.0
+    assert feature_dict(user(parenthesised))["multiple_choice"] == 1.0
+    assert feature_dict(user("Plan A. Then plan B. Then C."))["multiple_choice"] == 0.0
+
+
+def test_multi_turn_conversation() -> None:
+    body = {
+        "messages": [
+            {"role": "system", "content": "You are a careful reviewer. You must cite sources."},
+            {"role": "user", "content": "Review my draft."},
+            {"role": "assistant", "content": "Sure, paste it."},
+            {"role": "user", "content": "Here it is: ..."},
+            {"role": "assistant", "content": "Looks fine."},
+            {"role": "user", "content": "And the conclusion?"},
+        ]
+    }
+    f = feature_dict(body)
+    assert f["conversation_turns"] == pytest.approx(math.log1p(2))
+    assert f["system_tokens"] > 0
+    assert f["constraints"] >= math.log1p(1)  # "must" in the system prompt counts as an instruction
+    assert f["questions"] == pytest.approx(math.log1p(1))  # only the last user message is read
+
+
+def test_tools_and_tool_results() -> None:
+    body = {
+        "messages": [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function"}]},
+            {"role": "tool", "tool_call_id": "1", "content": "{}"},
+        ],
+        "tools": [{"type": "function", "function": {"name": f"t{i}"}} for i in range(3)],
+    }
+    f = feature_dict(body)
+    assert f["tools"] == pytest.approx(math.log1p(3))
+    assert f["tool_results"] == pytest.approx(math.log1p(1))
+    assert f["prompt_tokens"] > feature_dict(user("Weather in Oslo?"))["prompt_tokens"]
+    assert feature_dict({"messages": [], "functions": [{"name": "f"}]})["tools"] == pytest.approx(
+        math.log1p(1)
+    )
+
+
+def test_schema_output_length_and_effort() -> None:
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+    f = feature_dict(
+        user("Extract.", response_format=schema, max_completion_tokens=8192, reasoning_effort="high")
+    )
+    assert f["structured_output"] == 1.0
+    assert f["long_output"] == pytest.approx(3.0)
+    assert f["reasoning_effort"] == 1.0
+    g = feature_dict(user("Extract.", response_format={"type": "json_object"}, max_tokens=512))
+    assert (g["structured_output"], g["long_output"], g["reasoning_effort"]) == (0.5, 0.0, 0.0)
+
+
+def test_content_parts_and_images() -> None:
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is in this picture?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                ],
+            }
+        ]
+    }
+    f = feature_dict(body)
+    assert f["images"] == pytest.approx(math.log1p(1))
+    assert f["questions"] == pytest.approx(math.log1p(1))
+
+
+def test_language() -> None:
+    assert feature_dict(user("Bonjour, ça va ?"))["non_ascii"] == pytest.approx(1 / 16)
+    assert feature_dict(user("请帮我写一首关于秋天的诗"))["non_ascii"] == 1.0
+    assert feature_dict(user("plain english"))["non_ascii"] == 0.0
+
+
+def test_capitals_share_is_smoothed() -> None:
+    shouting = feature_dict(user("WHAT IS THE CAPITAL OF FRANCE"))["capitals"]
+    normal = feature_dict(user("What is the capital of France"))["capitals"]
+    assert shouting > 0.5 > normal
+    assert feature_dict(user("请写诗"))["capitals"] == pytest.approx(1 / 20)  # no Latin letters: neutral
+
+
+def test_long_prompt_reads_a_capped_sample_but_counts_every_token() -> None:
+    document = "lorem ipsum " * 20_000  # 240k characters, ~60k tokens
+    f = feature_dict(user(document + "\nNow prove it step by step."))
+    assert f["prompt_tokens"] == pytest.approx(math.log1p((len(document) + 27) / 4))
+    assert f["reasoning_cues"] >= 2  # the tail of the message is read
+    cue_in_the_middle = "lorem " * 2000 + "prove derive justify " + "lorem " * 2000
+    assert len(cue_in_the_middle) > SAMPLE_CHARS
+    assert feature_dict(user(cue_in_the_middle))["reasoning_cues"] == 0
+
+
+def test_long_content_parts_are_sampled_too() -> None:
+    parts = [{"type": "text", "text": "x " * 5000} for _ in range(20)] + [{"type": "text", "text": "Why?"}]
+    f = feature_dict({"messages": [{"role": "user", "content": parts}]})
+    assert f["prompt_tokens"] == pytest.approx(math.log1p((20 * 10000 + 4) / 4))
+    assert f["reasoning_cues"] == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"messages": "hi"},
+        {"messages": [None, 3, "x", {"role": "user"}, {"role": "user", "content": 5}]},
+        {"messages": [{"role": "user", "content": [None, {"type": "text", "text": 3}, {"type": "text"}]}]},
+        {
+            "messages": [],
+            "tools": "many",
+            "response_format": "json",
+            "max_tokens": True,
+            "reasoning_effort": 2,
+        },
+        {"messages": [{"role": "user", "content": "\udcff bad surrogate"}]},
+    ],
+)
+def test_odd_bodies_never_raise(body: dict[str, Any]) -> None:
+    values = extract_features(body)
+    assert len(values) == len(FEATURE_NAMES)
+    assert all(math.isfinite(v) for v in values)
