@@ -250,6 +250,13 @@ class StateConfig(Strict):
         return self
 
 
+class CacheConfig(Strict):
+    """The response cache (whole answers to deterministic requests): how long and how big."""
+
+    response_ttl_seconds: float = Field(default=3600.0, gt=0)
+    response_max_bytes: int = Field(default=1_048_576, gt=0)
+
+
 class AuthConfig(Strict):
     # The admin key manages virtual keys and reads every team's spend. Name it by env var.
     admin_key: SecretStr | None = None
@@ -292,6 +299,7 @@ class Config(Strict):
     state: StateConfig = StateConfig()
     pricing: PricingConfig = PricingConfig()
     auth: AuthConfig = AuthConfig()
+    cache: CacheConfig = CacheConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]

@@ -29,6 +29,7 @@ from gateway.policy.limits import RateLimits
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.resilience.idempotency import IdempotencyKeys
+from gateway.response_cache import ResponseCache
 from gateway.state.fallback import FallbackStateStore
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis_store import RedisStateStore
@@ -64,6 +65,7 @@ class Runtime:
     limits: RateLimits
     gate: PolicyGate
     keys: KeyStore
+    response_cache: ResponseCache
     engine: AsyncEngine
     ledger: LedgerWriter
 
@@ -99,6 +101,11 @@ class Runtime:
             limits=limits,
             gate=gate,
             keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
+            response_cache=ResponseCache(
+                store,
+                ttl_seconds=config.cache.response_ttl_seconds,
+                max_body_bytes=config.cache.response_max_bytes,
+            ),
             engine=engine,
             ledger=ledger,
         )

@@ -44,6 +44,7 @@ def build_adapter(name: str, spec: ProviderConfig, client: httpx.AsyncClient) ->
             api_key=key,
             headers=spec.headers,
             timeout=spec.timeout_seconds,
+            prompt_cache_key=spec.type == "openai",
         )
     if isinstance(spec, AnthropicProvider):
         return AnthropicAdapter(

@@ -26,15 +26,25 @@ from providers.sse import DONE, SSEDecoder
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
 
 
-def to_openai_body(request: ChatRequest, target: Target, *, stream: bool) -> bytes:
+def to_openai_body(
+    request: ChatRequest, target: Target, *, stream: bool, cache_key_ok: bool = False
+) -> bytes:
     """The bytes to send upstream: the client's own when nothing has to change.
 
     Streams always ask for the usage chunk, because the ledger needs it whether or not the client did.
     """
     needs_usage = stream and not request.include_usage
+    # Only OpenAI itself takes prompt_cache_key; other OpenAI-compatible servers may refuse unknown fields.
+    cache_key = request.prompt_cache_key if cache_key_ok and "prompt_cache_key" not in request.body else None
     if request.raw and request.model == target.upstream_model and not needs_usage:
-        return request.raw
+        if cache_key is None:
+            return request.raw
+        # Splice the key in front rather than re-serialise a body that may be 200 KB: the body is a
+        # non-empty JSON object, so '{' + the key + ',' + the rest is valid JSON.
+        return b'{"prompt_cache_key":"' + cache_key.encode() + b'",' + request.raw.lstrip()[1:]
     body = dict(request.body)
+    if cache_key is not None:
+        body["prompt_cache_key"] = cache_key
     body["model"] = target.upstream_model
     if needs_usage:
         options = body.get("stream_options")
@@ -152,9 +162,11 @@ class OpenAICompatAdapter:
         api_key: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
+        prompt_cache_key: bool = False,
     ) -> None:
         self.name = name
         self._client = client
+        self._prompt_cache_key = prompt_cache_key
         # Connect fast or fail over; a long answer may legitimately take minutes to finish.
         total = timeout or 600.0
         self._timeout = httpx.Timeout(total, connect=min(10.0, total))
@@ -176,7 +188,7 @@ class OpenAICompatAdapter:
         return response
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
-        content = to_openai_body(request, target, stream=False)
+        content = to_openai_body(request, target, stream=False, cache_key_ok=self._prompt_cache_key)
         return await self._post_json(self._chat_url, content, expect="choices")
 
     async def embed(self, request: EmbeddingRequest, target: Target) -> Completion:
@@ -213,7 +225,7 @@ class OpenAICompatAdapter:
         )
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
-        content = to_openai_body(request, target, stream=True)
+        content = to_openai_body(request, target, stream=True, cache_key_ok=self._prompt_cache_key)
         try:
             response = await self._send(self._chat_url, content)
         except httpx.HTTPError as exc:

@@ -46,6 +46,11 @@ class ChatRequest:
     model: str
     stream: bool = False
     include_usage: bool = False
+    # Provider prompt caching, decided by the gateway from the team's policy: the TTL for automatic
+    # Anthropic breakpoints (None: leave the request as the client sent it) and OpenAI's
+    # prompt_cache_key (None: send none).
+    cache_ttl: str | None = None
+    prompt_cache_key: str | None = None
 
     @property
     def messages(self) -> list[JSON]:

@@ -59,6 +59,7 @@ class RequestRecord:
     output_cost_nano: int = 0
     cost_nano: int = 0
     baseline_cost_nano: int | None = None
+    cache_saving_nano: int = 0
     price_unknown: bool = False
     price_source: str | None = None
     price_version: str | None = None
@@ -121,6 +122,32 @@ class RequestRecord:
                 cost.total_nano,
             )
             self.price_source = price.source
+            if usage.cached_tokens or usage.cache_write_tokens:
+                uncached = cost_breakdown(
+                    price,
+                    prompt_tokens=usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens,
+                    reasoning_tokens=usage.reasoning_tokens,
+                ).total_nano
+                # Negative on a request that only wrote the cache: writes cost more than plain input.
+                self.cache_saving_nano = uncached - cost.total_nano
+        if baseline is not None:
+            self.baseline_cost_nano = cost_breakdown(
+                baseline, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            ).total_nano
+
+    def bill_cache_hit(
+        self, usage: Usage, *, price: Price | None, baseline: Price | None, version: str | None
+    ) -> None:
+        """An answer served from the response cache: nothing went upstream, so no tokens and no
+        cost; what it would have cost there is the saving, and the baseline is priced as usual."""
+        self.raw_usage = usage.raw
+        self.price_version = version
+        self.price_source = "response_cache"
+        if price is not None:
+            self.cache_saving_nano = cost_breakdown(
+                price, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            ).total_nano
         if baseline is not None:
             self.baseline_cost_nano = cost_breakdown(
                 baseline, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
@@ -195,6 +222,7 @@ class RequestRecord:
             "output_cost_nano": self.output_cost_nano,
             "cost_nano": self.cost_nano,
             "baseline_cost_nano": self.baseline_cost_nano,
+            "cache_saving_nano": self.cache_saving_nano,
             "price_unknown": self.price_unknown,
             "price_source": self.price_source,
             "price_version": self.price_version,

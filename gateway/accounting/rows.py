@@ -64,6 +64,7 @@ def _measures(row: dict[str, Any]) -> dict[str, int]:
         "output_cost_nano": row["output_cost_nano"],
         "cost_nano": row["cost_nano"],
         "baseline_cost_nano": row["baseline_cost_nano"] or 0,
+        "cache_saving_nano": row.get("cache_saving_nano") or 0,
     }
 
 

@@ -66,6 +66,8 @@ requests = Table(
     Column("output_cost_nano", BigInteger, nullable=False),
     Column("cost_nano", BigInteger, nullable=False),  # the total: input + output
     Column("baseline_cost_nano", BigInteger, nullable=True),
+    # Cost of the same tokens at the uncached price, minus the cost: what prompt or response caching saved.
+    Column("cache_saving_nano", BigInteger, nullable=False, server_default="0"),
     Column("price_unknown", Boolean, nullable=False),
     Column("price_source", String(128), nullable=True),
     Column("price_version", String(128), nullable=True),
@@ -95,6 +97,7 @@ ROLLUP_MEASURES = (
     "output_cost_nano",
     "cost_nano",
     "baseline_cost_nano",
+    "cache_saving_nano",
 )
 
 spend_daily = Table(
@@ -102,7 +105,10 @@ spend_daily = Table(
     metadata,
     Column("day", Date, primary_key=True),
     *(Column(name, String(256), primary_key=True) for name in ROLLUP_DIMENSIONS),
-    *(Column(name, BigInteger, nullable=False) for name in ROLLUP_MEASURES),
+    *(
+        Column(name, BigInteger, nullable=False, server_default="0" if name == "cache_saving_nano" else None)
+        for name in ROLLUP_MEASURES
+    ),
 )
 
 TAG_MEASURES = ("requests", "errors", "prompt_tokens", "completion_tokens", "cost_nano", "baseline_cost_nano")

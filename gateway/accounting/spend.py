@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Date, case, cast, func, select
+from sqlalchemy import Date, case, cast, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
@@ -17,7 +17,15 @@ from gateway.errors import InvalidRequest
 
 GROUPS = ("team", "key", "model", "provider", "tier", "tag", "day", "hour")
 _COLUMN = {"key": "key_id"}
-MEASURES = ("requests", "errors", "prompt_tokens", "completion_tokens", "cost_nano", "baseline_cost_nano")
+MEASURES = (
+    "requests",
+    "errors",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_nano",
+    "baseline_cost_nano",
+    "cache_saving_nano",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +89,9 @@ def totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 async def _from_rollup(engine: AsyncEngine, query: SpendQuery, table: Any) -> list[dict[str, Any]]:
     dims = [table.c[_COLUMN.get(g, g)].label(g) for g in query.group_by]
-    sums = [func.coalesce(func.sum(table.c[m]), 0).label(m) for m in MEASURES]
+    sums = [
+        (func.coalesce(func.sum(table.c[m]), 0) if m in table.c else literal(0)).label(m) for m in MEASURES
+    ]
     statement = select(*dims, *sums).where(
         table.c.day >= query.since.date(), table.c.day <= query.until.date()
     )

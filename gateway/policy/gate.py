@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import Config, TeamConfig
+from gateway.config import Config, TeamCacheConfig, TeamConfig
 from gateway.models import Model, ModelRegistry
 from gateway.policy.budgets import DAY, MONTH, Budget, Budgets, Reservation
 from gateway.policy.limits import Admission, Limit, RateLimits
@@ -18,6 +18,7 @@ from pricing.money import usd_to_nano
 from providers.types import ChatRequest
 
 LOCAL_TIER = "local"
+_DEFAULT_CACHE = TeamCacheConfig()
 # Output a request may produce when it sets no max_tokens, for its worst-case cost.
 DEFAULT_MAX_OUTPUT = 4096
 # Bytes of JSON per prompt token, rounded down so the estimate errs high.
@@ -49,6 +50,10 @@ class PolicyGate:
 
     def team(self, principal: Principal) -> TeamConfig | None:
         return self._config.teams.get(principal.team) if principal.team else None
+
+    def cache_policy(self, team: str | None) -> TeamCacheConfig:
+        spec = self._config.teams.get(team) if team else None
+        return spec.cache if spec is not None else _DEFAULT_CACHE
 
     def stores_bodies(self, team: str | None) -> bool:
         """Whether this team opted in to keeping prompts and answers in the ledger."""

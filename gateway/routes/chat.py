@@ -20,11 +20,14 @@ from gateway.accounting.estimate import estimate_usage
 from gateway.accounting.record import RequestRecord
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.executor import Trace
+from gateway.models import Model
 from gateway.policy.gate import Admitted, PolicyGate
 from gateway.policy.principal import authenticate
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.resilience.idempotency import StoredResponse, fingerprint
+from gateway.response_cache import CachedAnswer, from_stream, replay_chunks
 from gateway.routes.body import read_body
+from gateway.routes.caching import MISS, look_up, prepare_prompt_caching
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
 from gateway.routes.outcome import (
     TAGS_HEADER,
@@ -100,6 +103,14 @@ async def serve(request: Request, dialect: Dialect) -> Response:
                 return replay
         admitted = await gate.admit(principal, chat, model, tags=record.tags)
         record.tags, record.flags = admitted.tags, admitted.flags
+        policy = gate.cache_policy(principal.team)
+        lookup = await look_up(
+            runtime.response_cache, request.headers, chat, model, team=principal.team, policy=policy
+        )
+        record.cache_status = lookup.status
+        if lookup.answer is not None:
+            return await _from_cache(runtime, gate, record, chat, model, dialect, lookup.answer, admitted)
+        prepare_prompt_caching(chat, team=principal.team, policy=policy)
         if chat.stream:
             first, chunks = await runtime.executor.open_stream(
                 chat, model, deadline=deadline, trace=trace, allow=admitted.allows
@@ -108,7 +119,16 @@ async def serve(request: Request, dialect: Dialect) -> Response:
             record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
             attribute(record, trace)
             handed_to_stream = True
-            flight = _Flight(runtime, gate, record, chat, trace, held, admitted)
+            flight = _Flight(
+                runtime,
+                gate,
+                record,
+                chat,
+                trace,
+                held,
+                admitted,
+                lookup.key if lookup.status == MISS else None,
+            )
             return StreamingResponse(
                 _relay(flight, dialect.encoder(chat), first, chunks),
                 media_type="text/event-stream",
@@ -132,6 +152,8 @@ async def serve(request: Request, dialect: Dialect) -> Response:
         headers = {**admitted.headers, **response_headers(record, trace)}
         headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
         body = dialect.render(completion, chat)
+        if lookup.status == MISS and lookup.key is not None:
+            await runtime.response_cache.put(lookup.key, CachedAnswer.from_completion(completion))
         if held is not None:
             await runtime.idempotency.complete(held.key, held.digest, StoredResponse(200, headers, body))
         if runtime.config.ledger.store_bodies or gate.stores_bodies(principal.team):
@@ -161,6 +183,43 @@ class _Flight:
     trace: Trace
     held: _Idempotency | None
     admitted: Admitted
+    # Where to store the answer in the response cache, when it was a cacheable miss.
+    cache_key: str | None = None
+
+
+async def _from_cache(
+    runtime: Runtime,
+    gate: PolicyGate,
+    record: RequestRecord,
+    chat: ChatRequest,
+    model: Model,
+    dialect: Dialect,
+    answer: CachedAnswer,
+    admitted: Admitted,
+) -> Response:
+    """A response-cache hit: nothing goes upstream, nothing is charged, the reservation is freed."""
+    record.model, record.tier, record.attempts = model.name, model.tier, 0
+    price = model.deployments[0].price
+    record.bill_cache_hit(
+        answer.usage, price=price, baseline=runtime.registry.baseline, version=runtime.prices.version
+    )
+    record.status = 200
+    await gate.finish(admitted, cost_nano=0, tokens=0)
+    headers = {
+        **admitted.headers,
+        "x-tollgate-model": model.name,
+        "x-tollgate-tier": model.tier,
+        "x-tollgate-attempts": "0",
+        "x-tollgate-cache": "hit",
+        "x-tollgate-cost-usd": "0",
+    }
+    if not chat.stream:
+        return Response(
+            dialect.render(answer.to_completion(), chat), media_type="application/json", headers=headers
+        )
+    encoder = dialect.encoder(chat)
+    frames = b"".join(encoder.chunk(c) for c in replay_chunks(answer, include_usage=True)) + encoder.end()
+    return Response(frames, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"})
 
 
 async def _claim(
@@ -195,12 +254,15 @@ async def _relay(
     generated = 0
     keep = runtime.config.ledger.store_bodies or flight.gate.stores_bodies(flight.admitted.team)
     sent: list[bytes] | None = [] if held is not None or keep else None
+    datas: list[bytes] | None = [] if flight.cache_key is not None else None
     try:
         chunk = first
         while True:
             generated += chunk.content_chars
             if chunk.usage is not None:
                 usage = chunk.usage
+            if datas is not None:
+                datas.append(chunk.data)
             frame = encoder.chunk(chunk)
             if frame:
                 if sent is not None:
@@ -235,6 +297,10 @@ async def _relay(
                 cost_nano=record.cost_nano,
                 tokens=record.prompt_tokens + record.completion_tokens,
             )
+            if datas is not None and record.status == 200 and flight.cache_key is not None:
+                answer = from_stream(datas, usage=usage)
+                if answer is not None:
+                    await runtime.response_cache.put(flight.cache_key, answer)
             if held is not None:
                 if record.status == 200 and sent is not None:
                     stored = StoredResponse(200, response_headers(record, trace), b"".join(sent))

@@ -77,7 +77,10 @@ def attribute(record: RequestRecord, trace: Trace) -> None:
 
 
 def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
-    headers = {"x-tollgate-attempts": str(trace.attempts)}
+    headers = {
+        "x-tollgate-attempts": str(trace.attempts),
+        "x-tollgate-cache": record.cache_status or "bypass",
+    }
     if trace.model is not None:
         headers["x-tollgate-model"] = trace.model.name
         headers["x-tollgate-tier"] = trace.model.tier

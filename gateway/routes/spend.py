@@ -17,7 +17,7 @@ from pricing.money import format_usd
 
 router = APIRouter()
 
-_MONEY = ("cost", "baseline_cost", "savings")
+_MONEY = ("cost", "baseline_cost", "savings", "cache_saving")
 
 
 def present(row: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +77,7 @@ def to_csv(group_by: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
         "cost_usd",
         "baseline_cost_usd",
         "savings_usd",
+        "cache_saving_usd",
         "cost_nano",
         "baseline_cost_nano",
         "savings_nano",

@@ -10,6 +10,7 @@ import httpx
 import orjson
 
 from providers.adapter import CHAT, STREAM
+from providers.anthropic.caching import min_cache_tokens, place_cache_breakpoints
 from providers.anthropic.errors import error_from_response
 from providers.anthropic.stream import AnthropicStreamDecoder
 from providers.anthropic.translate import from_anthropic_response, from_anthropic_usage, to_anthropic_request
@@ -42,9 +43,11 @@ class AnthropicAdapter:
         timeout: float | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         max_tokens_by_model: Mapping[str, int] | None = None,
+        cache_min_tokens_by_model: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
         self._client = client
+        self._cache_min_tokens = dict(cache_min_tokens_by_model or {})
         total = timeout or 600.0
         self._timeout = httpx.Timeout(total, connect=min(10.0, total))
         root = base_url.rstrip("/")
@@ -64,6 +67,9 @@ class AnthropicAdapter:
         except ProviderError as exc:
             exc.provider = self.name
             raise
+        if request.cache_ttl is not None:
+            minimum = self._cache_min_tokens.get(model) or min_cache_tokens(model)
+            body = place_cache_breakpoints(body, min_tokens=minimum, ttl=request.cache_ttl)
         if stream:
             body["stream"] = True
         return orjson.dumps(body)
