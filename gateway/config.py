@@ -250,6 +250,35 @@ class StateConfig(Strict):
         return self
 
 
+class RoutingTier(Strict):
+    """A tier of the router: its models in order of preference (the first healthy one answers)."""
+
+    name: str
+    models: tuple[str, ...] = Field(min_length=1)
+
+
+class RoutingConfig(Strict):
+    """Complexity routing for the public model `auto_model`: the classifier's score picks a tier.
+
+    With tiers [local, standard, frontier] and thresholds [0.17, 0.6], a score below 0.17 goes to
+    local, below 0.6 to standard, the rest to frontier. A failing tier falls back to the ones above.
+    """
+
+    auto_model: str = "auto"
+    tiers: tuple[RoutingTier, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    # Rejected when a client forces a tier with x-tollgate-tier that its team does not allow.
+    allow_forced_tier: bool = True
+
+    @model_validator(mode="after")
+    def _thresholds_fit_tiers(self) -> RoutingConfig:
+        if self.tiers and len(self.thresholds) != len(self.tiers) - 1:
+            raise ValueError(f"{len(self.tiers)} tiers need {len(self.tiers) - 1} thresholds")
+        if list(self.thresholds) != sorted(self.thresholds) or any(not 0 <= t <= 1 for t in self.thresholds):
+            raise ValueError("thresholds must rise, each between 0 and 1")
+        return self
+
+
 class CacheConfig(Strict):
     """The response cache (whole answers to deterministic requests): how long and how big."""
 
@@ -289,6 +318,8 @@ class TeamConfig(Strict):
     max_temperature_structured: float | None = Field(default=None, ge=0, le=2)
     store_bodies: bool = False
     cache: TeamCacheConfig = TeamCacheConfig()
+    # The team's own routing thresholds (one fewer than the tiers); None: the gateway's.
+    routing_thresholds: tuple[float, ...] | None = None
 
 
 class Config(Strict):
@@ -300,6 +331,7 @@ class Config(Strict):
     pricing: PricingConfig = PricingConfig()
     auth: AuthConfig = AuthConfig()
     cache: CacheConfig = CacheConfig()
+    routing: RoutingConfig = RoutingConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]

@@ -110,6 +110,21 @@ def _check_references(config: Config, source: str) -> None:
         for i, allowed in enumerate(spec.allowed_models or ()):
             if allowed not in config.models and allowed not in config.aliases:
                 raise ConfigError(f"{source}: teams.{team}.allowed_models[{i}]: unknown model '{allowed}'")
+    for i, tier in enumerate(config.routing.tiers):
+        for j, name in enumerate(tier.models):
+            if name not in config.models:
+                raise ConfigError(f"{source}: routing.tiers[{i}].models[{j}]: unknown model '{name}'")
+    if config.routing.tiers and config.routing.auto_model in config.models:
+        raise ConfigError(
+            f"{source}: routing.auto_model: '{config.routing.auto_model}' is also a model's name"
+        )
+    for team, spec in config.teams.items():
+        if spec.routing_thresholds is not None and len(spec.routing_thresholds) != max(
+            0, len(config.routing.tiers) - 1
+        ):
+            raise ConfigError(
+                f"{source}: teams.{team}.routing_thresholds: needs one fewer value than routing.tiers"
+            )
     baseline = config.pricing.baseline_model
     if baseline is not None and baseline not in config.models and baseline not in config.aliases:
         raise ConfigError(f"{source}: pricing.baseline_model: unknown model '{baseline}'")

@@ -30,6 +30,8 @@ from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.resilience.idempotency import IdempotencyKeys
 from gateway.response_cache import ResponseCache
+from gateway.router import Router
+from gateway.routing.classifier import ComplexityClassifier
 from gateway.state.fallback import FallbackStateStore
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis_store import RedisStateStore
@@ -64,6 +66,8 @@ class Runtime:
     budgets: Budgets
     limits: RateLimits
     gate: PolicyGate
+    router: Router
+    classifier: ComplexityClassifier
     keys: KeyStore
     response_cache: ResponseCache
     engine: AsyncEngine
@@ -85,7 +89,10 @@ class Runtime:
         ledger.start()
         store = create_state_store(config, environ)
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
-        prices, registry, adapters, executor, gate = _policy(config, http, store, budgets, limits)
+        classifier = ComplexityClassifier.load()
+        prices, registry, adapters, executor, gate, router = _policy(
+            config, http, store, budgets, limits, classifier
+        )
 
         return cls(
             config=config,
@@ -100,6 +107,8 @@ class Runtime:
             budgets=budgets,
             limits=limits,
             gate=gate,
+            router=router,
+            classifier=classifier,
             keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
             response_cache=ResponseCache(
                 store,
@@ -113,16 +122,8 @@ class Runtime:
     def apply(self, config: Config) -> list[str]:
         """Swap in a new policy (models, providers, prices, teams) without dropping requests:
         in-flight ones finish on the objects they started with. Returns what needs a restart."""
-        prices, registry, adapters, executor, gate = _policy(
-            config, self.http, self.store, self.budgets, self.limits
-        )
-        self.prices, self.registry, self.adapters, self.executor, self.gate = (
-            prices,
-            registry,
-            adapters,
-            executor,
-            gate,
-        )
+        built = _policy(config, self.http, self.store, self.budgets, self.limits, self.classifier)
+        self.prices, self.registry, self.adapters, self.executor, self.gate, self.router = built
         restart = [
             name
             for name in ("server", "database", "state", "ledger")
@@ -151,8 +152,13 @@ class Runtime:
 
 
 def _policy(
-    config: Config, http: httpx.AsyncClient, store: StateStore, budgets: Budgets, limits: RateLimits
-) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate]:
+    config: Config,
+    http: httpx.AsyncClient,
+    store: StateStore,
+    budgets: Budgets,
+    limits: RateLimits,
+    classifier: ComplexityClassifier,
+) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate, Router]:
     """Everything that follows from the policy file, built fresh on every (re)load."""
     prices = price_book(config)
     registry = ModelRegistry(config, prices=prices)
@@ -164,7 +170,8 @@ def _policy(
         budget=RetryBudget(store, config.resilience.retry),
         config=config.resilience,
     )
-    return prices, registry, adapters, executor, PolicyGate(config, registry, budgets, limits)
+    gate = PolicyGate(config, registry, budgets, limits)
+    return prices, registry, adapters, executor, gate, Router(config.routing, registry, classifier)
 
 
 def _spent_from(engine: AsyncEngine) -> SpendLookup:

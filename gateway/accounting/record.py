@@ -39,6 +39,7 @@ class RequestRecord:
     upstream_model: str | None = None
     tier: str | None = None
     route_reason: str | None = None
+    route_score: float | None = None
     status: int = 0
     error_type: str | None = None
     error_message: str | None = None
@@ -201,6 +202,7 @@ class RequestRecord:
             "upstream_model": self.upstream_model,
             "tier": self.tier,
             "route_reason": self.route_reason,
+            "route_score": self.route_score,
             "stream": self.stream,
             "status": self.status,
             "error_type": self.error_type,

@@ -22,10 +22,11 @@ from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.executor import Trace
 from gateway.models import Model
 from gateway.policy.gate import Admitted, PolicyGate
-from gateway.policy.principal import authenticate
+from gateway.policy.principal import Principal, authenticate
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.resilience.idempotency import StoredResponse, fingerprint
 from gateway.response_cache import CachedAnswer, from_stream, replay_chunks
+from gateway.router import TIER_HEADER
 from gateway.routes.body import read_body
 from gateway.routes.caching import MISS, look_up, prepare_prompt_caching
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
@@ -92,9 +93,7 @@ async def serve(request: Request, dialect: Dialect) -> Response:
         record.stream = chat.stream
         record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
         record.tags = parse_tags(request.headers.get(TAGS_HEADER))
-        model = runtime.registry.resolve(chat.model)
-        if model is None:
-            raise UnknownModel(f"the model '{chat.model}' does not exist", param="model")
+        model = _route(runtime, gate, request, principal, chat, record)
         deadline = request_deadline(request, runtime, model)
         key = request.headers.get("idempotency-key")
         if key is not None:
@@ -170,6 +169,26 @@ async def serve(request: Request, dialect: Dialect) -> Response:
     finally:
         if not handed_to_stream:
             close_record(runtime, record)
+
+
+def _route(
+    runtime: Runtime,
+    gate: PolicyGate,
+    request: Request,
+    principal: Principal,
+    chat: ChatRequest,
+    record: RequestRecord,
+) -> Model:
+    """`auto` goes through the complexity router; any other name is the model the client asked for."""
+    if runtime.router.is_auto(chat.model):
+        route = runtime.router.route(chat, forced=request.headers.get(TIER_HEADER), team=gate.team(principal))
+        record.route_reason, record.route_score = route.reason, route.score
+        return route.model
+    model = runtime.registry.resolve(chat.model)
+    if model is None:
+        raise UnknownModel(f"the model '{chat.model}' does not exist", param="model")
+    record.route_reason = "model named by the client"
+    return model
 
 
 @dataclass(slots=True)

@@ -23,6 +23,16 @@ async def list_models(request: Request) -> Response:
         {"id": name, "object": "model", "created": 0, "owned_by": model.owned_by}
         for name, model in runtime.registry.public_names()
     ]
+    if runtime.config.routing.tiers:
+        data.insert(
+            0,
+            {
+                "id": runtime.config.routing.auto_model,
+                "object": "model",
+                "created": 0,
+                "owned_by": "tollgate",
+            },
+        )
     return Response(orjson.dumps({"object": "list", "data": data}), media_type=_JSON)
 
 

@@ -1,0 +1,114 @@
+"""Complexity routing for `auto`: the score picks the tier, headers and the ledger say why, hard
+constraints (context window, data policy, allowed tiers) come before cost."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from sandbox.server import SandboxServer
+from tests.conftest import gateway_config
+from tests.harness import GatewayServer
+
+ROUTING = {
+    "tiers": [
+        {"name": "local", "models": ["llama"]},
+        {"name": "standard", "models": ["small-window", "gpt-4o-mini"]},
+        {"name": "frontier", "models": ["big-window"]},
+    ],
+    "thresholds": [0.17, 0.6],
+}
+EASY = [{"role": "user", "content": "hi there"}]
+HARD = [
+    {
+        "role": "user",
+        "content": "Prove step by step that the algorithm below terminates, then explain why its complexity is "
+        "O(n log n), and rewrite it so that it must use at most O(1) extra memory:\n```python\n"
+        + "def f(xs):\n    return sorted(xs)\n" * 20
+        + "```\nYou must state every invariant, at least three lemmas, and exactly one counterexample.",
+    }
+]
+
+
+@pytest.fixture(scope="module")
+def routed(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> Iterator[GatewayServer]:
+    teams = {"private": {"data_policy": "local-only"}, "thrifty": {"allowed_tiers": ["local", "standard"]}}
+    config = gateway_config(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url, routing=ROUTING)
+    with GatewayServer(config) as server:
+        yield server
+    del teams
+
+
+def ask(server: GatewayServer, messages: list[dict[str, Any]], **headers: str) -> httpx.Response:
+    return httpx.post(
+        server.base_url + "/v1/chat/completions",
+        json={"model": "auto", "messages": messages},
+        headers=headers,
+        timeout=20,
+    )
+
+
+def test_easy_goes_local_and_hard_goes_up_with_the_reason_recorded(routed: GatewayServer) -> None:
+    easy, hard = ask(routed, EASY), ask(routed, HARD)
+    assert easy.status_code == hard.status_code == 200
+    assert (easy.headers["x-tollgate-tier"], easy.headers["x-tollgate-model"]) == ("local", "llama")
+    assert hard.headers["x-tollgate-tier"] in ("standard", "frontier")
+    easy_row, hard_row = (
+        routed.ledger_row(easy.headers["x-request-id"]),
+        routed.ledger_row(hard.headers["x-request-id"]),
+    )
+    assert easy_row["route_score"] < 0.17 <= hard_row["route_score"]
+    assert hard_row["route_reason"].startswith(f"score {hard_row['route_score']:.2f} -> ")
+    assert (easy_row["requested_model"], easy_row["model"], easy_row["tier"]) == ("auto", "llama", "local")
+
+
+def test_forced_tier_and_explicit_models(routed: GatewayServer) -> None:
+    forced = ask(routed, EASY, **{"x-tollgate-tier": "frontier"})
+    assert forced.headers["x-tollgate-model"] == "big-window"
+    assert routed.ledger_row(forced.headers["x-request-id"])["route_reason"] == "forced by x-tollgate-tier"
+    unknown = ask(routed, EASY, **{"x-tollgate-tier": "platinum"})
+    assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "x-tollgate-tier"
+    explicit = httpx.post(
+        routed.base_url + "/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": HARD}
+    )
+    row = routed.ledger_row(explicit.headers["x-request-id"])
+    assert (row["route_score"], row["route_reason"]) == (None, "model named by the client")
+
+
+def test_context_window_comes_before_cost(routed: GatewayServer) -> None:
+    """small-window (8k) heads the standard tier; a 40k-token prompt skips it for gpt-4o-mini."""
+    long = [{"role": "user", "content": "Summarise this report step by step. " + "word " * 40_000}]
+    answer = ask(routed, long, **{"x-tollgate-tier": "standard"})
+    assert answer.status_code == 200
+    assert answer.headers["x-tollgate-model"] == "gpt-4o-mini"
+
+
+def test_models_list_offers_auto(routed: GatewayServer) -> None:
+    ids = [m["id"] for m in httpx.get(routed.base_url + "/v1/models").json()["data"]]
+    assert ids[0] == "auto"
+
+
+def test_team_policy_limits_the_tiers(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    teams = {"private": {"data_policy": "local-only"}, "thrifty": {"allowed_tiers": ["local", "standard"]}}
+    config = gateway_config(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        routing=ROUTING,
+        teams=teams,
+        auth={"admin_key": "adm"},
+    )
+    with GatewayServer(config) as server:
+        private, _ = server.call(server.runtime.keys.create("private", "p"))
+        thrifty, _ = server.call(server.runtime.keys.create("thrifty", "t"))
+        local_only = ask(server, HARD, authorization=f"Bearer {private}")
+        assert local_only.status_code == 200 and local_only.headers["x-tollgate-tier"] == "local"
+        refused = ask(server, EASY, authorization=f"Bearer {thrifty}", **{"x-tollgate-tier": "frontier"})
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "tier_not_allowed"
