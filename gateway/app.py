@@ -35,7 +35,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime.start(config, database_url=database_url, environ=env)
-        await runtime.ledger.prepare()
+        await runtime.begin()
         app.state.runtime = runtime
         if runtime.open_mode:
             log.warning(

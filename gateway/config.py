@@ -152,6 +152,25 @@ class DeploymentConfig(Strict):
         return self
 
 
+class SpilloverConfig(Strict):
+    """When the self-hosted replicas are too busy, send new work to the model's fallbacks instead."""
+
+    max_queue: int = Field(default=8, ge=0)
+    ttft_target_ms: float | None = Field(default=None, gt=0)
+    resume_ratio: float = Field(default=0.5, ge=0, le=1)
+
+
+class FleetConfig(Strict):
+    """A self-hosted model served by several vLLM replicas (one provider each): scrape their
+    /metrics, prefer the least loaded, keep prompts that share a prefix on one replica."""
+
+    affinity: bool = True
+    scrape_interval_seconds: float = Field(default=1.0, gt=0)
+    unhealthy_after: int = Field(default=3, ge=1)
+    max_num_seqs: int = Field(default=256, ge=1)
+    spillover: SpilloverConfig | None = SpilloverConfig()
+
+
 class ModelConfig(Strict):
     """A public model name clients ask for. Either `deployments`, or the `provider` shorthand."""
 
@@ -165,6 +184,8 @@ class ModelConfig(Strict):
     fallbacks: tuple[str, ...] = ()
     # Overrides `resilience.deadline_seconds` for requests to this model.
     deadline_seconds: float | None = Field(default=None, gt=0)
+    # Several vLLM replicas behind this model: load-aware, prefix-affine choice among them.
+    fleet: FleetConfig | None = None
 
     @model_validator(mode="after")
     def _one_way_to_say_where(self) -> ModelConfig:

@@ -19,6 +19,7 @@ from tenacity.asyncio import retry_if_exception
 
 from gateway.config import ResilienceConfig
 from gateway.errors import GatewayError, NoDeployment
+from gateway.fleets import Fleets, prompt_prefix
 from gateway.models import Deployment, Model, ModelRegistry
 from gateway.resilience.backoff import plan_delay
 from gateway.resilience.breaker import CircuitBreakers
@@ -84,6 +85,7 @@ class Executor:
         config: ResilienceConfig,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
+        fleets: Fleets | None = None,
     ) -> None:
         self._registry = registry
         self._adapters = adapters
@@ -92,6 +94,7 @@ class Executor:
         self._config = config
         self._sleep = sleep
         self._rand = rand
+        self._fleets = fleets
 
     async def complete(
         self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
@@ -99,7 +102,7 @@ class Executor:
         async def once(adapter: Adapter, target: Target) -> Completion:
             return await adapter.complete(chat, target)
 
-        return await self._run(model, deadline, trace, once, allow)
+        return await self._run(model, deadline, trace, once, allow, self._prefix(chat))
 
     async def embed(
         self, request: EmbeddingRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
@@ -140,11 +143,24 @@ class Executor:
                 raise
             return first, chunks
 
-        return await self._run(model, deadline, trace, once, allow)
+        return await self._run(model, deadline, trace, once, allow, self._prefix(chat))
 
-    async def _run(self, model: Model, deadline: float, trace: Trace, once: Attempt[T], allow: Allow) -> T:
+    def _prefix(self, chat: ChatRequest) -> str | None:
+        return prompt_prefix(chat.body) if self._fleets is not None else None
+
+    async def _run(
+        self,
+        model: Model,
+        deadline: float,
+        trace: Trace,
+        once: Attempt[T],
+        allow: Allow,
+        prefix: str | None = None,
+    ) -> T:
         await self._budget.record_request()
         chain = self._registry.chain(model)
+        if self._fleets is not None and prefix is not None:
+            chain = _by_fleet(chain, self._fleets, prefix)
         first = chain[0][1]
         error: ProviderError | None = None
         larger_than = 0
@@ -235,7 +251,13 @@ class Executor:
         started = time.perf_counter_ns()
         try:
             async with asyncio.timeout(remaining):
-                result = await once(adapter, deployment.target)
+                if self._fleets is None:
+                    result = await once(adapter, deployment.target)
+                else:
+                    with self._fleets.lease(deployment) as lease:
+                        result = await once(adapter, deployment.target)
+                        if lease is not None:
+                            lease.observe((time.perf_counter_ns() - started) / 1e6)
         except TimeoutError:
             trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
             await self._breakers.record_failure(deployment.key)
@@ -250,6 +272,24 @@ class Executor:
         trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
         await self._breakers.record_success(deployment.key)
         return result
+
+
+def _by_fleet(
+    chain: list[tuple[Model, Deployment]], fleets: Fleets, prefix: str
+) -> list[tuple[Model, Deployment]]:
+    """Each fleet-served model's deployments in the fleet's order (or none, when it spills)."""
+    ordered: list[tuple[Model, Deployment]] = []
+    done: set[str] = set()
+    for model, deployment in chain:
+        if model.name in done:
+            continue
+        order = fleets.order(model, prefix)
+        if order is None:
+            ordered.append((model, deployment))
+            continue
+        done.add(model.name)
+        ordered += [(model, d) for d in order]
+    return ordered
 
 
 def _moves_on(exc: ProviderError) -> bool:

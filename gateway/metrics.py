@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -113,77 +114,64 @@ class Snapshot:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        counter = partial(Counter, registry=self.registry)
+        seconds = partial(Histogram, buckets=SECONDS_BUCKETS, registry=self.registry)
         route = ["endpoint", "model", "provider", "tier", "status"]
         spend = ["model", "provider", "team"]
-        self.requests = _RequestCounter("tollgate_requests", "Requests answered.", route, registry=r)
-        self.errors = Counter(
-            "tollgate_request_errors", "Requests that failed, by error type.",
-            ["endpoint", "model", "error_type"], registry=r,
-        )  # fmt: skip
-        self.input_tokens = Counter(
-            "tollgate_input_tokens", "Prompt tokens, prompt-cache reads included.", spend, registry=r
+        self.requests = _RequestCounter(
+            "tollgate_requests", "Requests answered.", route, registry=self.registry
         )
-        self.output_tokens = Counter("tollgate_output_tokens", "Completion tokens.", spend, registry=r)
-        self.cache_read_tokens = Counter(
-            "tollgate_prompt_cache_read_tokens", "Prompt tokens read from the provider's prompt cache.",
-            spend, registry=r,
-        )  # fmt: skip
-        self.cache_write_tokens = Counter(
-            "tollgate_prompt_cache_write_tokens", "Prompt tokens written to the provider's prompt cache.",
-            spend, registry=r,
-        )  # fmt: skip
-        self.cost_nano = Counter(
-            "tollgate_cost_nano_usd", "Cost in nano-USD, integral (exact below 2^53, about $9M).",
-            spend, registry=r,
-        )  # fmt: skip
-        self.cost_usd = Counter("tollgate_cost_usd", "Cost in USD.", spend, registry=r)
-        self.baseline_usd = Counter(
-            "tollgate_baseline_cost_usd", "What the same tokens would have cost on the baseline model, "
-            "uncached: savings are baseline minus cost.", spend, registry=r,
-        )  # fmt: skip
-        self.ttft = Histogram(
-            "tollgate_time_to_first_token_seconds", "Time to the first streamed byte.",
-            ["model"], buckets=SECONDS_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.latency = Histogram(
-            "tollgate_request_duration_seconds", "Whole request, first byte in to last byte out.",
-            ["endpoint", "model"], buckets=SECONDS_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.overhead = Histogram(
-            "tollgate_gateway_overhead_seconds", "Time spent in the gateway, not waiting on an upstream.",
-            ["endpoint"], buckets=SECONDS_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.response_cache = Counter(
-            "tollgate_response_cache_requests", "Response-cache lookups by result (hit, miss, bypass).",
-            ["model", "result"], registry=r,
-        )  # fmt: skip
-        self.retries = Counter(
-            "tollgate_upstream_retries", "Upstream attempts beyond the first (retries and fallbacks).",
-            ["model"], registry=r,
-        )  # fmt: skip
-        self.fallbacks = Counter(
-            "tollgate_fallbacks", "Requests answered by a fallback deployment.", ["model"], registry=r
+        self.errors = counter(
+            "tollgate_request_errors", "Failed requests.", ["endpoint", "model", "error_type"]
         )
-        self.price_unknown = Counter(
+        self.input_tokens = counter("tollgate_input_tokens", "Prompt tokens, cache reads included.", spend)
+        self.output_tokens = counter("tollgate_output_tokens", "Completion tokens.", spend)
+        self.cache_read_tokens = counter(
+            "tollgate_prompt_cache_read_tokens", "Prompt tokens read from the provider's prompt cache.", spend
+        )
+        self.cache_write_tokens = counter(
+            "tollgate_prompt_cache_write_tokens",
+            "Prompt tokens written to the provider's prompt cache.",
+            spend,
+        )
+        self.cost_nano = counter("tollgate_cost_nano_usd", "Cost in nano-USD (exact below 2^53: $9M).", spend)
+        self.cost_usd = counter("tollgate_cost_usd", "Cost in USD.", spend)
+        self.baseline_usd = counter(
+            "tollgate_baseline_cost_usd", "Cost on the baseline model, uncached (savings: minus cost).", spend
+        )
+        self.ttft = seconds(
+            "tollgate_time_to_first_token_seconds", "Time to the first streamed byte.", ["model"]
+        )
+        self.latency = seconds(
+            "tollgate_request_duration_seconds", "Whole request, in to last byte out.", ["endpoint", "model"]
+        )
+        self.overhead = seconds(
+            "tollgate_gateway_overhead_seconds",
+            "Time in the gateway, not waiting on upstreams.",
+            ["endpoint"],
+        )
+        self.response_cache = counter(
+            "tollgate_response_cache_requests",
+            "Response-cache lookups (hit, miss, bypass).",
+            ["model", "result"],
+        )
+        self.retries = counter("tollgate_upstream_retries", "Upstream attempts after the first.", ["model"])
+        self.fallbacks = counter("tollgate_fallbacks", "Requests answered by a fallback.", ["model"])
+        self.price_unknown = counter(
             "tollgate_price_unknown",
             "Requests whose model has no known price: their ledger rows carry price_unknown.",
             ["model"],
-            registry=r,
         )
-        self.ledger_spooled = Counter(
+        self.ledger_spooled = counter(
             "tollgate_ledger_spooled_rows",
             "Ledger rows written to the local spool because the database was unavailable.",
-            registry=r,
         )
-        self.ledger_written = Counter(
-            "tollgate_ledger_written_rows", "Ledger rows written to the database.", registry=r
-        )
-        self.refresh_errors = Counter(
-            "tollgate_metrics_refresh_errors", "Scrapes whose state gauges could not be refreshed.", registry=r
+        self.ledger_written = counter("tollgate_ledger_written_rows", "Ledger rows written to the database.")
+        self.refresh_errors = counter(
+            "tollgate_metrics_refresh_errors", "Scrapes whose state gauges kept stale values."
         )
         self.snapshot = Snapshot()
-        r.register(_StateCollector(self))
+        self.registry.register(_StateCollector(self))
         self._bound: dict[tuple[Any, ...], _Bound] = {}
         # Public model names and aliases -> (model, tier), for requests refused before routing.
         self._models: dict[str, tuple[str, str]] = {}

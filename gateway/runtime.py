@@ -20,6 +20,7 @@ from gateway.accounting.writer import LedgerWriter
 from gateway.config import Config
 from gateway.database import create_engine
 from gateway.executor import Executor
+from gateway.fleets import Fleets
 from gateway.metrics import Metrics
 from gateway.models import ModelRegistry, price_book
 from gateway.policy.budgets import Budgets, SpendLookup
@@ -68,6 +69,7 @@ class Runtime:
     gate: PolicyGate
     router: Router
     classifier: ComplexityClassifier
+    fleets: Fleets
     keys: KeyStore
     response_cache: ResponseCache
     engine: AsyncEngine
@@ -90,8 +92,9 @@ class Runtime:
         store = create_state_store(config, environ)
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
         classifier = ComplexityClassifier.load()
+        fleets = Fleets(config)
         prices, registry, adapters, executor, gate, router = _policy(
-            config, http, store, budgets, limits, classifier
+            config, http, store, budgets, limits, classifier, fleets
         )
 
         return cls(
@@ -109,6 +112,7 @@ class Runtime:
             gate=gate,
             router=router,
             classifier=classifier,
+            fleets=fleets,
             keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
             response_cache=ResponseCache(
                 store,
@@ -122,13 +126,19 @@ class Runtime:
     def apply(self, config: Config) -> list[str]:
         """Swap in a new policy (models, providers, prices, teams) without dropping requests:
         in-flight ones finish on the objects they started with. Returns what needs a restart."""
-        built = _policy(config, self.http, self.store, self.budgets, self.limits, self.classifier)
+        built = _policy(
+            config, self.http, self.store, self.budgets, self.limits, self.classifier, self.fleets
+        )
         self.prices, self.registry, self.adapters, self.executor, self.gate, self.router = built
         restart = [
             name
             for name in ("server", "database", "state", "ledger")
             if getattr(config, name) != getattr(self.config, name)
         ]
+        if {n: m.fleet for n, m in config.models.items()} != {
+            n: m.fleet for n, m in self.config.models.items()
+        }:
+            restart.append("models.*.fleet")
         self.config = config
         return restart
 
@@ -142,7 +152,13 @@ class Runtime:
         """No admin key and no teams configured: serve without authentication until a key exists."""
         return self.config.auth.admin_key is None and not self.config.teams
 
+    async def begin(self) -> None:
+        """What needs the running loop: the first scrape of every self-hosted fleet."""
+        await self.ledger.prepare()
+        await self.fleets.start(self.http)
+
     async def stop(self) -> None:
+        await self.fleets.stop()
         await self.ledger.stop()
         for adapter in self.adapters.values():
             await adapter.aclose()
@@ -158,6 +174,7 @@ def _policy(
     budgets: Budgets,
     limits: RateLimits,
     classifier: ComplexityClassifier,
+    fleets: Fleets,
 ) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate, Router]:
     """Everything that follows from the policy file, built fresh on every (re)load."""
     prices = price_book(config)
@@ -169,6 +186,7 @@ def _policy(
         breakers=CircuitBreakers(store, config.resilience.breaker),
         budget=RetryBudget(store, config.resilience.retry),
         config=config.resilience,
+        fleets=fleets,
     )
     gate = PolicyGate(config, registry, budgets, limits)
     return prices, registry, adapters, executor, gate, Router(config.routing, registry, classifier)

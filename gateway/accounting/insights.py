@@ -98,7 +98,9 @@ async def latency_by_model(
     if engine.dialect.name == "postgresql":
         return await _latency_in_sql(engine, rows)
     async with engine.connect() as conn:
-        fetched = (await conn.execute(select(rows.c.model, rows.c.ttft_ms, rows.c.output_tokens_per_second))).all()
+        fetched = (
+            await conn.execute(select(rows.c.model, rows.c.ttft_ms, rows.c.output_tokens_per_second))
+        ).all()
     by_model: dict[str | None, list[tuple[float | None, float | None]]] = defaultdict(list)
     for model, ttft, speed in fetched:
         by_model[model].append((ttft, speed))
@@ -168,7 +170,9 @@ async def key_labels(engine: AsyncEngine, key_ids: Sequence[str]) -> dict[str, K
 
 async def teams_seen(engine: AsyncEngine, *, since: date) -> list[str]:
     """Teams with spend rows since a day, from the rollup (never the raw table)."""
-    statement = select(spend_daily.c.team).where(spend_daily.c.day >= since, spend_daily.c.team != "").distinct()
+    statement = (
+        select(spend_daily.c.team).where(spend_daily.c.day >= since, spend_daily.c.team != "").distinct()
+    )
     async with engine.connect() as conn:
         return sorted(str(team) for team in (await conn.execute(statement)).scalars())
 

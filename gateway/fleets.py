@@ -1,0 +1,94 @@
+"""The self-hosted fleets the executor consults: for a model with several vLLM replicas, which of
+its deployments to try first (least loaded; the same replica for prompts sharing a prefix) and
+whether to spill to the model's fallbacks because every replica's queue is too deep."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from gateway.config import Config, FleetConfig, OpenAICompatibleProvider
+from gateway.models import Deployment, Model
+from local_backend.choice import rank
+from local_backend.fleet import Fleet, Replica
+from local_backend.spillover import should_spill
+
+# Affinity reads about the first thousand characters of a prompt (16 blocks of 64).
+_PREFIX_CHARS = 1024
+
+
+class Fleets:
+    def __init__(self, config: Config) -> None:
+        self._fleets: dict[str, tuple[Fleet, FleetConfig]] = {}
+        self._replicas: dict[str, Replica] = {}
+        for name, spec in config.models.items():
+            if spec.fleet is None:
+                continue
+            replicas = []
+            for deployment in spec.deployments:
+                provider = config.providers[deployment.provider]
+                if isinstance(provider, OpenAICompatibleProvider):
+                    root = provider.base_url.rstrip("/").removesuffix("/v1")
+                    replica = Replica(deployment.provider, root, capacity=spec.fleet.max_num_seqs)
+                    replicas.append(replica)
+                    self._replicas[deployment.provider] = replica
+            self._fleets[name] = (
+                Fleet(name, replicas, unhealthy_after=spec.fleet.unhealthy_after),
+                spec.fleet,
+            )
+
+    async def start(self, client: httpx.AsyncClient) -> None:
+        for fleet, spec in self._fleets.values():
+            await fleet.start(client, spec.scrape_interval_seconds)
+
+    async def stop(self) -> None:
+        for fleet, _ in self._fleets.values():
+            await fleet.stop()
+
+    def order(self, model: Model, prefix: str) -> list[Deployment] | None:
+        """This model's deployments in the order to try them; [] to spill past them; None when the
+        model has no fleet (its configured order stands)."""
+        entry = self._fleets.get(model.name)
+        if entry is None:
+            return None
+        fleet, spec = entry
+        if spec.spillover is not None and should_spill(
+            fleet,
+            max_queue=spec.spillover.max_queue,
+            ttft_target_ms=spec.spillover.ttft_target_ms,
+            resume_ratio=spec.spillover.resume_ratio,
+        ):
+            return []
+        by_provider = {d.target.provider: d for d in model.deployments}
+        return [
+            by_provider[r.name] for r in rank(fleet, prefix, affinity=spec.affinity) if r.name in by_provider
+        ]
+
+    @contextlib.contextmanager
+    def lease(self, deployment: Deployment) -> Iterator[Any]:
+        """Count the request against its replica while it runs (the load score sees it at once)."""
+        replica = self._replicas.get(deployment.target.provider)
+        if replica is None:
+            yield None
+            return
+        with replica.lease() as lease:
+            yield lease
+
+
+def prompt_prefix(body: dict[str, Any]) -> str:
+    """The start of the prompt as text, for prefix affinity: system prompt first, then the turns."""
+    parts: list[str] = []
+    size = 0
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        text = content if isinstance(content, str) else ""
+        if isinstance(content, list):
+            text = "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+        parts.append(text)
+        size += len(text)
+        if size >= _PREFIX_CHARS:
+            break
+    return "".join(parts)[:_PREFIX_CHARS]

@@ -1,0 +1,150 @@
+"""A self-hosted model on three vLLM replicas behind the gateway: new work goes to the least loaded,
+prompts that share a prefix stay on one replica (so vLLM's prefix cache hits), and when every
+queue is deep the work spills to the managed fallback until the queues drain."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import httpx
+import pytest
+
+from sandbox.config import SandboxConfig
+from sandbox.server import SandboxServer
+from tests.conftest import PRICE, gateway_config
+from tests.harness import GatewayServer
+
+REPLICAS = ("gpu0", "gpu1", "gpu2")
+
+
+@pytest.fixture(scope="module")
+def replicas() -> Iterator[dict[str, SandboxServer]]:
+    with ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(
+                SandboxServer(SandboxConfig(dialect="vllm", profile="local", max_num_seqs=2, seed=i))
+            )
+            for i, name in enumerate(REPLICAS)
+        }
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def fleet_gateway(
+    replicas: dict[str, SandboxServer],
+    sqlite_url: str,
+    openai_upstream: SandboxServer,
+    vllm_upstream: SandboxServer,
+) -> Iterator[GatewayServer]:
+    providers = {
+        name: {"type": "vllm", "base_url": server.base_url + "/v1"} for name, server in replicas.items()
+    }
+    config = gateway_config(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
+    raw = config.model_dump(mode="json")
+    raw["providers"].update(providers)
+    raw["models"]["llama-fleet"] = {
+        "tier": "local",
+        "deployments": [{"provider": name, "model": "llama"} for name in REPLICAS],
+        "price": {"input_per_mtok": "0.06", "output_per_mtok": "0.06"},
+        "fallbacks": ["gpt-4o-mini"],
+        "fleet": {"scrape_interval_seconds": 0.05, "max_num_seqs": 2, "spillover": {"max_queue": 2}},
+    }
+    raw["models"]["gpt-4o-mini"]["price"] = PRICE
+    from gateway.config import Config
+
+    with GatewayServer(Config.model_validate(raw)) as server:
+        yield server
+
+
+def calls(server: SandboxServer) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in httpx.get(server.base_url + "/_sandbox/requests").json()
+        if r["path"] == "/v1/chat/completions"
+    ]
+
+
+def reset(replicas: dict[str, SandboxServer]) -> None:
+    for server in replicas.values():
+        httpx.post(server.base_url + "/_sandbox/reset")
+
+
+def body(system: str, question: str, max_tokens: int = 8) -> dict[str, Any]:
+    return {
+        "model": "llama-fleet",
+        "max_tokens": max_tokens,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+    }
+
+
+def test_prompts_sharing_a_prefix_stay_on_one_replica(
+    fleet_gateway: GatewayServer, replicas: dict[str, SandboxServer]
+) -> None:
+    reset(replicas)
+    tenants = [
+        f"Tenant {t} handbook. " + f"Rule {t}: answer in the house style of tenant {t}. " * 40
+        for t in range(6)
+    ]
+    for round_ in range(3):
+        for system in tenants:
+            answer = httpx.post(
+                fleet_gateway.base_url + "/v1/chat/completions", json=body(system, f"q{round_}"), timeout=20
+            )
+            assert answer.status_code == 200
+    homes = {}
+    for t in range(len(tenants)):
+        marker = f"Tenant {t} handbook."
+        homes[t] = {
+            name for name, server in replicas.items() if any(marker in c["body"] for c in calls(server))
+        }
+    assert all(len(where) == 1 for where in homes.values()), homes
+    assert len({next(iter(w)) for w in homes.values()}) >= 2, "tenants spread over the fleet"
+
+
+def test_new_work_avoids_the_busy_replica_and_spills_when_all_are_busy(
+    fleet_gateway: GatewayServer, replicas: dict[str, SandboxServer]
+) -> None:
+    reset(replicas)
+    slow = {"model": "llama", "max_tokens": 400, "messages": [{"role": "user", "content": "a long story"}]}
+
+    async def scenario() -> tuple[list[str], str, str]:
+        async with httpx.AsyncClient(timeout=30) as direct:
+            return await with_direct(direct)
+
+    async def with_direct(direct: httpx.AsyncClient) -> tuple[list[str], str, str]:
+        def occupy(names: list[str], per_replica: int) -> list[asyncio.Task[httpx.Response]]:
+            url = "/v1/chat/completions"
+            return [
+                asyncio.create_task(direct.post(replicas[n].base_url + url, json=slow))
+                for n in names
+                for _ in range(per_replica)
+            ]
+
+        busy = occupy(["gpu0"], 6)  # 2 running, 4 waiting on gpu0 only
+        await asyncio.sleep(0.4)
+        async with httpx.AsyncClient(base_url=fleet_gateway.base_url, timeout=30) as gw:
+            chosen = []
+            for i in range(4):
+                answer = await gw.post("/v1/chat/completions", json=body(f"short {i}", "hi"))
+                chosen.append(answer.headers["x-tollgate-model"])
+            seen = {name: len(calls(server)) for name, server in replicas.items()}
+            everyone = occupy(list(REPLICAS), 6)
+            await asyncio.sleep(0.4)
+            spilled = (await gw.post("/v1/chat/completions", json=body("another", "hi"))).headers[
+                "x-tollgate-model"
+            ]
+            await asyncio.gather(*busy, *everyone)
+            await asyncio.sleep(0.3)
+            back = (await gw.post("/v1/chat/completions", json=body("again", "hi"))).headers[
+                "x-tollgate-model"
+            ]
+        assert seen["gpu0"] == 6, f"nothing new went to the busy replica: {seen}"
+        return chosen, spilled, back
+
+    chosen, spilled, back = asyncio.run(scenario())
+    assert chosen == ["llama-fleet"] * 4
+    assert spilled == "gpt-4o-mini", "every queue deep: the managed fallback answers"
+    assert back == "llama-fleet", "queues drained: the fleet answers again"
