@@ -21,6 +21,20 @@ def client_request_id(raw: bytes | None) -> str | None:
     return raw.decode("ascii")
 
 
+def assign_request_id(scope: Scope) -> bytes:
+    """Give the request its own id (and note the client's, if it sent a sane one); returns the id to
+    echo in `x-request-id`: the client's when there is one."""
+    sent = None
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            sent = client_request_id(value)
+            break
+    own = os.urandom(16).hex()  # as unique as uuid4().hex, at a third of the cost
+    scope[REQUEST_ID_KEY] = own
+    scope[CLIENT_REQUEST_ID_KEY] = sent
+    return (sent or own).encode()
+
+
 class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -29,15 +43,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        sent = None
-        for name, value in scope["headers"]:
-            if name == b"x-request-id":
-                sent = client_request_id(value)
-                break
-        own = os.urandom(16).hex()  # as unique as uuid4().hex, at a third of the cost
-        scope[REQUEST_ID_KEY] = own
-        scope[CLIENT_REQUEST_ID_KEY] = sent
-        echoed = (sent or own).encode()
+        echoed = assign_request_id(scope)
 
         async def send_with_ids(message: Message) -> None:
             if message["type"] == "http.response.start":
