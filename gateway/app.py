@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from gateway import dashboard
 from gateway.config import Config
 from gateway.database import resolve_database_url
 from gateway.errors import GatewayError, describe, error_body
@@ -60,6 +61,7 @@ def create_app(
     app.include_router(meta.router)
     app.include_router(spend.router)
     app.include_router(admin.router)
+    app.include_router(dashboard.router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

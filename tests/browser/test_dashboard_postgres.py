@@ -1,0 +1,75 @@
+"""The dashboard's queries on PostgreSQL (percentiles in SQL there): the same totals as the spend
+API, and the same percentiles as the Python path computes from the raw rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.accounting.insights import percentile
+from sandbox.server import SandboxServer
+from tests.browser.conftest import ADMIN, ALPHA, BETA, busy_gateway, spend
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def pg_traffic(
+    postgres_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> Iterator[dict[str, Any]]:
+    with busy_gateway(postgres_url, openai_upstream, vllm_upstream) as running:
+        yield running
+
+
+def api(server: Any, key: str, path: str, **params: str) -> dict[str, Any]:
+    response = httpx.get(
+        f"{server.base_url}/dashboard/api/{path}", params=params, headers={"authorization": f"Bearer {key}"}
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_postgres_figures_match_the_spend_api(pg_traffic: dict[str, Any]) -> None:
+    server, since = pg_traffic["server"], pg_traffic["since"]
+    assert server.runtime.engine.dialect.name == "postgresql"
+    for key, team in ((ADMIN, None), (pg_traffic["alpha"], ALPHA)):
+        params = {"since": since} if team is None else {"since": since, "team": team}
+        expected = spend(server, key, **params)["totals"]
+        assert api(server, key, "summary", since=since)["totals"] == expected
+        for stack in ("team", "model", "provider"):
+            series = api(server, key, "spend-over-time", since=since, stack=stack)
+            assert series["totals"] == expected
+            assert sum(sum(s["cost_nano"]) for s in series["series"]) == expected["cost_nano"]
+    by_model = {row["model"]: row for row in spend(server, ADMIN, since=since, group_by="model")["data"]}
+    narrowed = api(server, ADMIN, "summary", since=since, model="llama")["totals"]
+    assert narrowed == {name: value for name, value in by_model["llama"].items() if name != "model"}
+
+    rows = [
+        r for r in server.ledger_rows() if r["status"] < 400 and r["model"] and r["cache_status"] != "hit"
+    ]
+    latency = api(server, ADMIN, "summary", since=since)["latency"]
+    ttfts = [r["ttft_ms"] for r in rows if r["ttft_ms"] is not None]
+    assert latency["overall"]["ttft_p95_ms"] == pytest.approx(percentile(ttfts, 0.95))
+    assert latency["overall"]["ttft_p50_ms"] == pytest.approx(percentile(ttfts, 0.5))
+    llama = next(m for m in latency["models"] if m["model"] == "llama")
+    speeds = [
+        r["output_tokens_per_second"] for r in rows if r["model"] == "llama" and r["output_tokens_per_second"]
+    ]
+    assert llama["tokens_per_second_p50"] == pytest.approx(percentile(speeds, 0.5))
+
+    top = api(server, pg_traffic["alpha"], "top", since=since)
+    assert {row["team"] for row in top["keys"]} == {ALPHA}
+    tagged = api(server, ADMIN, "summary", since=since, tag="search")
+    assert tagged["rates"]["requests"] == 5
+    budgets = api(server, ADMIN, "budgets", since=since)
+    assert {t["team"] for t in budgets["teams"]} == {ALPHA, BETA}
+    refused = httpx.get(
+        f"{server.base_url}/dashboard/api/budgets",
+        params={"team": BETA},
+        headers={"authorization": f"Bearer {pg_traffic['alpha']}"},
+    )
+    assert refused.status_code == 403
