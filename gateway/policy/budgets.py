@@ -78,7 +78,7 @@ class Budgets:
                 continue
             await self.release(reservation)
             raise BudgetExceeded(
-                f"the {budget.period}ly budget of {budget.owner} is spent "
+                f"the {'daily' if budget.period == DAY else 'monthly'} budget of {budget.owner} is spent "
                 f"({total / 1e9:.4f} of {budget.limit_nano / 1e9:.4f} USD, this request may cost up to "
                 f"{amount / 1e9:.4f} USD)"
             )
