@@ -120,6 +120,8 @@ async def _demo(
     else:
         print("\nServing until Ctrl-C.", flush=True)
     await serving
+    if not args.exit:
+        print("\nTollgate demo stopped.")
     return 0
 
 
@@ -146,14 +148,16 @@ async def _replay(
     async def user(index: int) -> None:
         rng = random.Random(args.seed * 1000 + index)
         workload = Workload(rng)
+        # Client i starts with the i-th kind of work, so even a short run has every team in it.
+        call = workload.make(Workload.MIX[index % len(Workload.MIX)][0])
         while time.monotonic() < deadline and not server.should_exit:
-            call = workload.next()
             try:
                 tally.add(call, await send(client, call, key=keys[call.team]))
             except httpx.HTTPError:
                 tally.failed_to_connect += 1
             # People pause between requests; an instant upstream would otherwise flood the ledger.
             await asyncio.sleep(rng.expovariate(1 / 0.25))
+            call = workload.next()
 
     await asyncio.gather(*(user(i) for i in range(args.concurrency)))
     return tally
@@ -164,12 +168,12 @@ async def _chaos(client: httpx.AsyncClient, upstreams: dict[str, str]) -> None:
     gateway retries it), and now and then Anthropic overloaded long enough that code questions fall
     back to gpt-4o. Faults go through the emulators' own control API."""
     openai_fault = {"kind": "status", "status": 503, "count": 1, "model": "gpt-4o-mini"}
-    anthropic_fault = {"kind": "status", "status": 529, "count": 3, "model": ANTHROPIC_UPSTREAM}
+    anthropic_fault = {"kind": "status", "status": 529, "count": 6, "model": ANTHROPIC_UPSTREAM}
     for tick in itertools.count(1):
         await asyncio.sleep(4.0)
         with contextlib.suppress(httpx.HTTPError):
             await client.post(upstreams["openai"] + "/_sandbox/faults", json=openai_fault)
-            if tick % 4 == 0:
+            if tick % 3 == 0:
                 await client.post(upstreams["anthropic"] + "/_sandbox/faults", json=anthropic_fault)
 
 

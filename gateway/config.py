@@ -300,11 +300,27 @@ class RoutingConfig(Strict):
         return self
 
 
+class SemanticCacheConfig(Strict):
+    """Answer a question from the cache when an earlier one was close enough in meaning.
+
+    Off by default, and for good reason: two questions can be close in embedding space and still
+    need different answers ("cancel my order" / "don't cancel my order"), so a hit may be wrong.
+    Use it only where a near-duplicate answer is acceptable, with a high threshold.
+    """
+
+    enabled: bool = False
+    embedding_model: str | None = None
+    threshold: float = Field(default=0.95, gt=0, le=1)
+    # Questions remembered per team and per replica (the index lives in each replica's memory).
+    max_entries: int = Field(default=500, gt=0)
+
+
 class CacheConfig(Strict):
     """The response cache (whole answers to deterministic requests): how long and how big."""
 
     response_ttl_seconds: float = Field(default=3600.0, gt=0)
     response_max_bytes: int = Field(default=1_048_576, gt=0)
+    semantic: SemanticCacheConfig = SemanticCacheConfig()
 
 
 class AuthConfig(Strict):

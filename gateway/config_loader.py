@@ -125,6 +125,11 @@ def _check_references(config: Config, source: str) -> None:
             raise ConfigError(
                 f"{source}: teams.{team}.routing_thresholds: needs one fewer value than routing.tiers"
             )
+    semantic = config.cache.semantic
+    if semantic.enabled and (
+        semantic.embedding_model is None or semantic.embedding_model not in config.models
+    ):
+        raise ConfigError(f"{source}: cache.semantic.embedding_model: needs one of the configured models")
     baseline = config.pricing.baseline_model
     if baseline is not None and baseline not in config.models and baseline not in config.aliases:
         raise ConfigError(f"{source}: pricing.baseline_model: unknown model '{baseline}'")

@@ -72,6 +72,15 @@ def demo_config(urls: Mapping[str, str], *, directory: Path, admin_key: str) -> 
             },
         },
         "aliases": {"fast": LOCAL_MODEL, "smart": "claude-sonnet-4"},
+        # `auto`: the complexity classifier picks the cheapest tier that can do the work.
+        "routing": {
+            "tiers": [
+                {"name": "local", "models": [LOCAL_MODEL]},
+                {"name": "standard", "models": ["gpt-4o-mini"]},
+                {"name": "frontier", "models": ["claude-sonnet-4", "gpt-4o"]},
+            ],
+            "thresholds": [0.17, 0.6],
+        },
         "teams": {
             "support": {"budget_daily_usd": "25", "rpm": 6000, "default_tags": ["support-bot"]},
             "search": {"budget_monthly_usd": "500"},
@@ -133,7 +142,10 @@ class Workload:
         self._weights = [weight for _, weight in self.MIX]
 
     def next(self) -> Call:
-        kind = self._rng.choices(self._kinds, self._weights)[0]
+        return self.make(self._rng.choices(self._kinds, self._weights)[0])
+
+    def make(self, kind: str) -> Call:
+        """A call of one kind: "chat", "rag", "code" or "lookup"."""
         return getattr(self, f"_{kind}")()  # type: ignore[no-any-return]
 
     def _chat(self) -> Call:
@@ -146,7 +158,7 @@ class Workload:
             messages.append({"role": "assistant", "content": rng.choice(_SUPPORT_REPLIES)})
             messages.append({"role": "user", "content": rng.choice(_SUPPORT_FOLLOWUPS)})
         body = {
-            "model": "gpt-4o-mini",
+            "model": "auto",
             "messages": messages,
             "temperature": 0.7,
             "max_tokens": 120,
@@ -179,7 +191,7 @@ class Workload:
 
     def _lookup(self) -> Call:
         body = {
-            "model": "fast",
+            "model": "auto",  # the team is local-only: the router keeps it on the self-hosted tier
             "messages": [{"role": "user", "content": self._rng.choice(_LOOKUPS)}],
             "temperature": 0,
             "max_tokens": 40,

@@ -178,10 +178,14 @@ class Metrics:
         self._seen_written = 0
         self._seen_spooled = 0
 
-    def use_registry(self, registry: ModelRegistry) -> None:
-        """Learn the config's model names (call at start-up and on every reload); until then, and for
-        names not in it, a request that never reached a model is labelled "unknown"."""
-        self._models = {name: (model.name, model.tier) for name, model in registry.public_names()}
+    def use_registry(self, registry: ModelRegistry, *, auto_model: str | None = None) -> None:
+        """Learn the config's model names (call at start-up and on every reload; each scrape does too):
+        a request refused before it reached a model is labelled with the model it named when that is
+        one of these (or the router's `auto_model`), else "unknown"."""
+        models = {name: (model.name, model.tier) for name, model in registry.public_names()}
+        if auto_model is not None:
+            models[auto_model] = (auto_model, NONE)
+        self._models = models
 
     def observe(self, record: RequestRecord) -> None:
         """Count one finished request. Cheap (a few µs) and never raises on odd values."""
@@ -262,7 +266,8 @@ class Metrics:
         return self.render()
 
     async def refresh(self, source: MetricsSource) -> None:
-        self.use_registry(source.registry)
+        routing = source.config.routing
+        self.use_registry(source.registry, auto_model=routing.auto_model if routing.tiers else None)
         ledger = source.ledger
         self._sync_ledger_counters(ledger)
         try:

@@ -33,6 +33,7 @@ from gateway.resilience.idempotency import IdempotencyKeys
 from gateway.response_cache import ResponseCache
 from gateway.router import Router
 from gateway.routing.classifier import ComplexityClassifier
+from gateway.semantic_cache import SemanticIndex
 from gateway.state.fallback import FallbackStateStore
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis_store import RedisStateStore
@@ -72,6 +73,7 @@ class Runtime:
     fleets: Fleets
     keys: KeyStore
     response_cache: ResponseCache
+    semantic_index: SemanticIndex | None
     engine: AsyncEngine
     ledger: LedgerWriter
 
@@ -114,6 +116,11 @@ class Runtime:
             classifier=classifier,
             fleets=fleets,
             keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
+            semantic_index=SemanticIndex(
+                threshold=config.cache.semantic.threshold, max_entries=config.cache.semantic.max_entries
+            )
+            if config.cache.semantic.enabled
+            else None,
             response_cache=ResponseCache(
                 store,
                 ttl_seconds=config.cache.response_ttl_seconds,

@@ -28,7 +28,7 @@ from gateway.resilience.idempotency import StoredResponse, fingerprint
 from gateway.response_cache import CachedAnswer, from_stream, replay_chunks
 from gateway.router import TIER_HEADER
 from gateway.routes.body import read_body
-from gateway.routes.caching import MISS, look_up, prepare_prompt_caching
+from gateway.routes.caching import MISS, CacheLookup, look_up, prepare_prompt_caching, remember
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
 from gateway.routes.outcome import (
     TAGS_HEADER,
@@ -103,12 +103,10 @@ async def serve(request: Request, dialect: Dialect) -> Response:
         admitted = await gate.admit(principal, chat, model, tags=record.tags)
         record.tags, record.flags = admitted.tags, admitted.flags
         policy = gate.cache_policy(principal.team)
-        lookup = await look_up(
-            runtime.response_cache, request.headers, chat, model, team=principal.team, policy=policy
-        )
+        lookup = await look_up(runtime, request.headers, chat, model, principal=principal, policy=policy)
         record.cache_status = lookup.status
         if lookup.answer is not None:
-            return await _from_cache(runtime, gate, record, chat, model, dialect, lookup.answer, admitted)
+            return await _from_cache(runtime, gate, record, chat, model, dialect, lookup, admitted)
         prepare_prompt_caching(chat, team=principal.team, policy=policy)
         if chat.stream:
             first, chunks = await runtime.executor.open_stream(
@@ -126,7 +124,8 @@ async def serve(request: Request, dialect: Dialect) -> Response:
                 trace,
                 held,
                 admitted,
-                lookup.key if lookup.status == MISS else None,
+                model,
+                lookup if lookup.status == MISS else None,
             )
             return StreamingResponse(
                 _relay(flight, dialect.encoder(chat), first, chunks),
@@ -152,7 +151,8 @@ async def serve(request: Request, dialect: Dialect) -> Response:
         headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
         body = dialect.render(completion, chat)
         if lookup.status == MISS and lookup.key is not None:
-            await runtime.response_cache.put(lookup.key, CachedAnswer.from_completion(completion))
+            if await runtime.response_cache.put(lookup.key, CachedAnswer.from_completion(completion)):
+                remember(runtime, lookup, team=principal.team, model=model)
         if held is not None:
             await runtime.idempotency.complete(held.key, held.digest, StoredResponse(200, headers, body))
         if runtime.config.ledger.store_bodies or gate.stores_bodies(principal.team):
@@ -202,8 +202,9 @@ class _Flight:
     trace: Trace
     held: _Idempotency | None
     admitted: Admitted
-    # Where to store the answer in the response cache, when it was a cacheable miss.
-    cache_key: str | None = None
+    model: Model
+    # A cacheable miss: where to store the answer once the stream is complete.
+    miss: CacheLookup | None = None
 
 
 async def _from_cache(
@@ -213,10 +214,12 @@ async def _from_cache(
     chat: ChatRequest,
     model: Model,
     dialect: Dialect,
-    answer: CachedAnswer,
+    lookup: CacheLookup,
     admitted: Admitted,
 ) -> Response:
     """A response-cache hit: nothing goes upstream, nothing is charged, the reservation is freed."""
+    answer = lookup.answer
+    assert answer is not None
     record.model, record.tier, record.attempts = model.name, model.tier, 0
     price = model.deployments[0].price
     record.bill_cache_hit(
@@ -229,7 +232,7 @@ async def _from_cache(
         "x-tollgate-model": model.name,
         "x-tollgate-tier": model.tier,
         "x-tollgate-attempts": "0",
-        "x-tollgate-cache": "hit",
+        "x-tollgate-cache": lookup.status,
         "x-tollgate-cost-usd": "0",
     }
     if not chat.stream:
@@ -273,7 +276,7 @@ async def _relay(
     generated = 0
     keep = runtime.config.ledger.store_bodies or flight.gate.stores_bodies(flight.admitted.team)
     sent: list[bytes] | None = [] if held is not None or keep else None
-    datas: list[bytes] | None = [] if flight.cache_key is not None else None
+    datas: list[bytes] | None = [] if flight.miss is not None else None
     try:
         chunk = first
         while True:
@@ -316,10 +319,11 @@ async def _relay(
                 cost_nano=record.cost_nano,
                 tokens=record.prompt_tokens + record.completion_tokens,
             )
-            if datas is not None and record.status == 200 and flight.cache_key is not None:
+            miss = flight.miss
+            if datas is not None and record.status == 200 and miss is not None and miss.key is not None:
                 answer = from_stream(datas, usage=usage)
-                if answer is not None:
-                    await runtime.response_cache.put(flight.cache_key, answer)
+                if answer is not None and await runtime.response_cache.put(miss.key, answer):
+                    remember(runtime, miss, team=record.team, model=flight.model)
             if held is not None:
                 if record.status == 200 and sent is not None:
                     stored = StoredResponse(200, response_headers(record, trace), b"".join(sent))

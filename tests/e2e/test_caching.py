@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from gateway.config import Config
 from gateway.config_loader import build_config
+from gateway.database import run_migrations
 from sandbox.server import SandboxServer
 from tests.e2e.test_providers import CLAUDE_PRICE
 from tests.harness import GatewayServer
@@ -199,3 +200,66 @@ def test_replicas_share_the_cache_and_teams_never_see_each_other(
         )
         assert ask(b, blue).headers["x-tollgate-cache"] == "miss", "another team never gets red's answer"
         assert ask(a, blue).headers["x-tollgate-cache"] == "hit"
+
+
+def test_semantic_cache_is_off_by_default_and_answers_near_duplicates_when_on(
+    sqlite_url: str,
+    anthropic_upstream: SandboxServer,
+    openai_upstream: SandboxServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A ledger of its own: keys other tests created would end open mode here.
+    fresh = tmp_path_factory.mktemp("semantic") / "ledger.db"
+    sqlite_url = f"sqlite+aiosqlite:///{fresh}"
+    run_migrations(sqlite_url)
+    base = caching_config(
+        sqlite_url,
+        anthropic_upstream.base_url,
+        openai_upstream.base_url,
+        str(tmp_path_factory.mktemp("spool")),
+    )
+    assert base.cache.semantic.enabled is False, "off by default"
+    raw = base.model_dump(mode="json")
+    raw["models"]["embedder"] = {
+        "provider": "openai",
+        "upstream_model": "text-embedding-3-small",
+        "price": {"input_per_mtok": "0.02", "output_per_mtok": "0"},
+    }
+    raw["cache"]["semantic"] = {
+        "enabled": True,
+        "embedding_model": "embedder",
+        "threshold": 0.99,
+        "max_entries": 100,
+    }
+
+    with GatewayServer(build_config(raw, environ={})) as server:
+        text = f"How do I get a refund? {uuid.uuid4().hex}"
+
+        def ask(content: str, seed: int) -> httpx.Response:
+            body = {
+                "model": "gpt-4o-mini",
+                "temperature": 0,
+                "seed": seed,
+                "messages": [{"role": "user", "content": content}],
+            }
+            return httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=20)
+
+        first = ask(text, 1)
+        # A different seed is a different exact key; the same question is a semantic neighbour.
+        near = ask(text, 2)
+        other = ask(f"Something else entirely {uuid.uuid4().hex}", 3)
+        assert (first.headers["x-tollgate-cache"], near.headers["x-tollgate-cache"]) == (
+            "miss",
+            "semantic_hit",
+        )
+        assert (
+            near.json()["choices"][0]["message"]["content"]
+            == first.json()["choices"][0]["message"]["content"]
+        )
+        assert other.headers["x-tollgate-cache"] == "miss"
+        rows = server.ledger_rows()
+        embeddings = [r for r in rows if r["endpoint"] == "embeddings" and r["tags"] == '["semantic-cache"]']
+        assert len(embeddings) == 3 and all(r["cost_nano"] > 0 for r in embeddings), (
+            "the lookups are billed too"
+        )
+        assert server.ledger_row(near.headers["x-request-id"])["cache_status"] == "semantic_hit"
