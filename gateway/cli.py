@@ -9,7 +9,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from gateway import cli_keys, cli_ledger, cli_pricing, cli_routing
+from gateway import cli_demo, cli_keys, cli_ledger, cli_pricing, cli_routing
 from gateway.config import Config, DatabaseConfig
 from gateway.config_loader import ConfigError, load_config
 from gateway.errors import InvalidRequest
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_pricing.add_commands(commands)
     cli_keys.add_commands(commands)
     cli_routing.add_commands(commands)
+    cli_demo.add_commands(commands)
 
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_pricing.run(args)
     if args.command in cli_routing.COMMANDS:
         return cli_routing.run(args)
+    if args.command in cli_demo.COMMANDS:
+        return cli_demo.run(args)
     if args.command in ("spend", "reprice", *cli_keys.COMMANDS):
         try:
             if args.command in cli_keys.COMMANDS:

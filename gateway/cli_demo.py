@@ -21,7 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvicorn
@@ -34,8 +34,10 @@ from gateway.config_loader import build_config
 from gateway.database import run_migrations
 from gateway.demo import ANTHROPIC_UPSTREAM, TEAMS, Tally, Workload, demo_config, send
 from gateway.routes.spend import present
-from gateway.runtime import Runtime
 from gateway.sandbox_launcher import SandboxFleet, free_port
+
+if TYPE_CHECKING:
+    from gateway.runtime import Runtime
 
 COMMANDS = ("demo",)
 DIALECTS = ["openai", "anthropic", "vllm"]

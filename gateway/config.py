@@ -315,6 +315,12 @@ class SemanticCacheConfig(Strict):
     max_entries: int = Field(default=500, gt=0)
 
 
+class ObservabilityConfig(Strict):
+    # OTLP/HTTP endpoint for traces (one span per request, one per upstream attempt); off when unset.
+    otlp_endpoint: str | None = None
+    service_name: str = "tollgate"
+
+
 class CacheConfig(Strict):
     """The response cache (whole answers to deterministic requests): how long and how big."""
 
@@ -369,6 +375,7 @@ class Config(Strict):
     auth: AuthConfig = AuthConfig()
     cache: CacheConfig = CacheConfig()
     routing: RoutingConfig = RoutingConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]

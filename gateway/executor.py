@@ -24,6 +24,7 @@ from gateway.models import Deployment, Model, ModelRegistry
 from gateway.resilience.backoff import plan_delay
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
+from gateway.tracing import Tracing
 from providers.adapter import Adapter, EmbeddingAdapter
 from providers.errors import (
     ContextLengthExceeded,
@@ -86,6 +87,7 @@ class Executor:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         fleets: Fleets | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._registry = registry
         self._adapters = adapters
@@ -95,6 +97,7 @@ class Executor:
         self._sleep = sleep
         self._rand = rand
         self._fleets = fleets
+        self._tracing = tracing or Tracing.off()
 
     async def complete(
         self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
@@ -234,6 +237,16 @@ class Executor:
                 return await self._attempt(model, deployment, first, deadline, trace, once)
         raise AssertionError("tenacity ended without an outcome")  # pragma: no cover
 
+    async def _leased(self, once: Attempt[T], adapter: Adapter, deployment: Deployment, started: int) -> T:
+        """One call, counted against its replica while it runs when the model is fleet-served."""
+        if self._fleets is None:
+            return await once(adapter, deployment.target)
+        with self._fleets.lease(deployment) as lease:
+            result = await once(adapter, deployment.target)
+            if lease is not None:
+                lease.observe((time.perf_counter_ns() - started) / 1e6)
+            return result
+
     async def _attempt(
         self,
         model: Model,
@@ -250,14 +263,9 @@ class Executor:
         adapter = self._adapters[deployment.target.provider]
         started = time.perf_counter_ns()
         try:
-            async with asyncio.timeout(remaining):
-                if self._fleets is None:
-                    result = await once(adapter, deployment.target)
-                else:
-                    with self._fleets.lease(deployment) as lease:
-                        result = await once(adapter, deployment.target)
-                        if lease is not None:
-                            lease.observe((time.perf_counter_ns() - started) / 1e6)
+            with self._tracing.attempt_span(deployment.key, trace.attempts):
+                async with asyncio.timeout(remaining):
+                    result = await self._leased(once, adapter, deployment, started)
         except TimeoutError:
             trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
             await self._breakers.record_failure(deployment.key)

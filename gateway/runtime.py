@@ -6,6 +6,7 @@ Created in the app's lifespan and reached through `app.state.runtime`; never a m
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -38,6 +39,7 @@ from gateway.state.fallback import FallbackStateStore
 from gateway.state.memory import MemoryStateStore
 from gateway.state.redis_store import RedisStateStore
 from gateway.state.store import StateStore
+from gateway.tracing import Tracing
 from gateway.upstreams import build_adapters, create_http_client
 from pricing.book import PriceBook
 from providers.adapter import Adapter
@@ -71,6 +73,7 @@ class Runtime:
     router: Router
     classifier: ComplexityClassifier
     fleets: Fleets
+    tracing: Tracing
     keys: KeyStore
     response_cache: ResponseCache
     semantic_index: SemanticIndex | None
@@ -95,8 +98,11 @@ class Runtime:
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
         classifier = ComplexityClassifier.load()
         fleets = Fleets(config)
+        tracing = Tracing.from_settings(
+            config.observability.otlp_endpoint, environ, service_name=config.observability.service_name
+        )
         prices, registry, adapters, executor, gate, router = _policy(
-            config, http, store, budgets, limits, classifier, fleets
+            config, http, store, budgets, limits, classifier, fleets, tracing
         )
 
         return cls(
@@ -115,6 +121,7 @@ class Runtime:
             router=router,
             classifier=classifier,
             fleets=fleets,
+            tracing=tracing,
             keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
             semantic_index=SemanticIndex(
                 threshold=config.cache.semantic.threshold, max_entries=config.cache.semantic.max_entries
@@ -134,12 +141,19 @@ class Runtime:
         """Swap in a new policy (models, providers, prices, teams) without dropping requests:
         in-flight ones finish on the objects they started with. Returns what needs a restart."""
         built = _policy(
-            config, self.http, self.store, self.budgets, self.limits, self.classifier, self.fleets
+            config,
+            self.http,
+            self.store,
+            self.budgets,
+            self.limits,
+            self.classifier,
+            self.fleets,
+            self.tracing,
         )
         self.prices, self.registry, self.adapters, self.executor, self.gate, self.router = built
         restart = [
             name
-            for name in ("server", "database", "state", "ledger")
+            for name in ("server", "database", "state", "ledger", "observability")
             if getattr(config, name) != getattr(self.config, name)
         ]
         if {n: m.fleet for n, m in config.models.items()} != {
@@ -166,6 +180,7 @@ class Runtime:
 
     async def stop(self) -> None:
         await self.fleets.stop()
+        await asyncio.to_thread(self.tracing.shutdown)
         await self.ledger.stop()
         for adapter in self.adapters.values():
             await adapter.aclose()
@@ -182,6 +197,7 @@ def _policy(
     limits: RateLimits,
     classifier: ComplexityClassifier,
     fleets: Fleets,
+    tracing: Tracing,
 ) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate, Router]:
     """Everything that follows from the policy file, built fresh on every (re)load."""
     prices = price_book(config)
@@ -194,6 +210,7 @@ def _policy(
         budget=RetryBudget(store, config.resilience.retry),
         config=config.resilience,
         fleets=fleets,
+        tracing=tracing,
     )
     gate = PolicyGate(config, registry, budgets, limits)
     return prices, registry, adapters, executor, gate, Router(config.routing, registry, classifier)

@@ -61,6 +61,10 @@ class LedgerWriter:
         self.spooled = 0
 
     @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
     def database_down(self) -> bool:
         return self._db_down
 

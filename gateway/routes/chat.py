@@ -72,12 +72,18 @@ async def messages(request: Request) -> Response:
 
 async def serve(request: Request, dialect: Dialect) -> Response:
     runtime: Runtime = request.app.state.runtime
-    gate = runtime.gate  # one policy for the whole request, even if the config reloads meanwhile
     record = RequestRecord.begin(
         id=request.scope[REQUEST_ID_KEY],
         client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
         endpoint=dialect.endpoint,
     )
+    # The span ends when the ledger row is closed, which for a stream is after this returns.
+    with runtime.tracing.request_span(record, headers=request.headers):
+        return await _handle(request, dialect, runtime, record)
+
+
+async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: RequestRecord) -> Response:
+    gate = runtime.gate  # one policy for the whole request, even if the config reloads meanwhile
     trace = Trace()
     held: _Idempotency | None = None
     admitted: Admitted | None = None

@@ -37,6 +37,11 @@ async def embeddings(request: Request) -> Response:
         client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
         endpoint="embeddings",
     )
+    with runtime.tracing.request_span(record, headers=request.headers):
+        return await _embed(request, runtime, record)
+
+
+async def _embed(request: Request, runtime: Runtime, record: RequestRecord) -> Response:
     trace = Trace()
     gate = runtime.gate
     admitted: Admitted | None = None

@@ -39,7 +39,8 @@ async def list_models(request: Request) -> Response:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
-    return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    body = await runtime.metrics.scrape(runtime)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 @router.get("/healthz", summary="Liveness: the process answers")

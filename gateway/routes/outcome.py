@@ -92,7 +92,8 @@ def close_record(runtime: Runtime, record: RequestRecord) -> None:
         record.fail(status=CLIENT_CLOSED, error_type="client_closed", message="client went away")
     record.finish()
     runtime.ledger.record(record)
-    runtime.metrics.requests.labels(record.endpoint, record.model or "none", str(record.status)).inc()
+    runtime.metrics.observe(record)
+    runtime.tracing.finish(record)
 
 
 def error_response(record: RequestRecord, trace: Trace, exc: Exception, dialect: Dialect) -> Response:

@@ -1,0 +1,40 @@
+# Tollgate gateway image: `docker build -t tollgate .` then `docker run -p 8080:8080 tollgate`
+# (the embedded default: SQLite, in-memory state, sandbox upstreams). See docs/operations.md.
+
+# --- build: install Tollgate and its dependencies into a virtualenv (wheels: the slim image has no compiler) ---
+FROM python:3.11-slim AS build
+# Optional extras to bake in: `otel` for OpenTelemetry traces (`--build-arg TOLLGATE_EXTRAS=` for none).
+ARG TOLLGATE_EXTRAS=otel
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/tollgate
+WORKDIR /src
+# Dependencies first, from the project metadata alone, so code changes reuse this layer.
+COPY pyproject.toml README.md ./
+RUN mkdir gateway providers local_backend pricing migrations sandbox \
+    && /opt/tollgate/bin/pip install --prefer-binary ".${TOLLGATE_EXTRAS:+[$TOLLGATE_EXTRAS]}" \
+    && /opt/tollgate/bin/pip uninstall --yes tollgate
+COPY gateway ./gateway
+COPY providers ./providers
+COPY local_backend ./local_backend
+COPY pricing ./pricing
+COPY migrations ./migrations
+COPY sandbox ./sandbox
+RUN /opt/tollgate/bin/pip install --no-deps .
+
+# --- run: the virtualenv on a clean slim image, as an unprivileged user ---
+FROM python:3.11-slim
+# The spool directory exists in the image so a fresh volume mounted there belongs to tollgate too.
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/tollgate tollgate \
+    && install -d -o tollgate -g tollgate /var/lib/tollgate/spool
+COPY --from=build /opt/tollgate /opt/tollgate
+ENV PATH=/opt/tollgate/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /var/lib/tollgate
+USER tollgate
+EXPOSE 8080
+# Liveness only (/healthz); orchestrators that route traffic should also watch /readyz.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
+ENTRYPOINT ["tollgate"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]
