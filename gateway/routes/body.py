@@ -5,10 +5,11 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from gateway.errors import InvalidRequest, PayloadTooLarge
+from gateway.headers import request_headers
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+    declared = request_headers(request).get("content-length")
     if declared is not None:
         try:
             size = int(declared)

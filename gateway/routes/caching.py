@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from starlette.datastructures import Headers
 
 from gateway.accounting.record import RequestRecord
 from gateway.cache_key import is_cacheable, response_cache_key
@@ -40,7 +39,7 @@ class CacheLookup:
 
 async def look_up(
     runtime: Runtime,
-    headers: Headers,
+    headers: Mapping[str, str],
     chat: ChatRequest,
     model: Model,
     *,

@@ -20,6 +20,7 @@ from gateway.accounting.estimate import estimate_usage
 from gateway.accounting.record import RequestRecord
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.executor import Trace
+from gateway.headers import request_headers
 from gateway.models import Model
 from gateway.policy.gate import Admitted, PolicyGate
 from gateway.policy.principal import Principal, authenticate
@@ -78,7 +79,7 @@ async def serve(request: Request, dialect: Dialect) -> Response:
         endpoint=dialect.endpoint,
     )
     # The span ends when the ledger row is closed, which for a stream is after this returns.
-    with runtime.tracing.request_span(record, headers=request.headers):
+    with runtime.tracing.request_span(record, headers=request_headers(request)):
         return await _handle(request, dialect, runtime, record)
 
 
@@ -90,7 +91,10 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
     handed_to_stream = False
     try:
         principal = await authenticate(
-            request.headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+            request_headers(request),
+            admin_key=runtime.admin_key,
+            keys=runtime.keys,
+            open_mode=runtime.open_mode,
         )
         record.team, record.key_id = principal.team, principal.key_id
         raw = await read_body(request, runtime.config.server.max_body_bytes)
@@ -98,10 +102,10 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
         record.requested_model = chat.model
         record.stream = chat.stream
         record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
-        record.tags = parse_tags(request.headers.get(TAGS_HEADER))
+        record.tags = parse_tags(request_headers(request).get(TAGS_HEADER))
         model = _route(runtime, gate, request, principal, chat, record)
         deadline = request_deadline(request, runtime, model)
-        key = request.headers.get("idempotency-key")
+        key = request_headers(request).get("idempotency-key")
         if key is not None:
             replay, held = await _claim(runtime, record, key, raw, deadline)
             if replay is not None:
@@ -109,7 +113,9 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
         admitted = await gate.admit(principal, chat, model, tags=record.tags)
         record.tags, record.flags = admitted.tags, admitted.flags
         policy = gate.cache_policy(principal.team)
-        lookup = await look_up(runtime, request.headers, chat, model, principal=principal, policy=policy)
+        lookup = await look_up(
+            runtime, request_headers(request), chat, model, principal=principal, policy=policy
+        )
         record.cache_status = lookup.status
         if lookup.answer is not None:
             return await _from_cache(runtime, gate, record, chat, model, dialect, lookup, admitted)
@@ -187,7 +193,9 @@ def _route(
 ) -> Model:
     """`auto` goes through the complexity router; any other name is the model the client asked for."""
     if runtime.router.is_auto(chat.model):
-        route = runtime.router.route(chat, forced=request.headers.get(TIER_HEADER), team=gate.team(principal))
+        route = runtime.router.route(
+            chat, forced=request_headers(request).get(TIER_HEADER), team=gate.team(principal)
+        )
         record.route_reason, record.route_score = route.reason, route.score
         return route.model
     model = runtime.registry.resolve(chat.model)

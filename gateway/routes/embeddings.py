@@ -10,6 +10,7 @@ from gateway.accounting.record import RequestRecord
 from gateway.embedding_request import input_texts, parse_embedding_request
 from gateway.errors import UnknownModel
 from gateway.executor import Trace
+from gateway.headers import request_headers
 from gateway.policy.gate import Admitted
 from gateway.policy.principal import authenticate
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
@@ -37,7 +38,7 @@ async def embeddings(request: Request) -> Response:
         client_request_id=request.scope[CLIENT_REQUEST_ID_KEY],
         endpoint="embeddings",
     )
-    with runtime.tracing.request_span(record, headers=request.headers):
+    with runtime.tracing.request_span(record, headers=request_headers(request)):
         return await _embed(request, runtime, record)
 
 
@@ -47,13 +48,16 @@ async def _embed(request: Request, runtime: Runtime, record: RequestRecord) -> R
     admitted: Admitted | None = None
     try:
         principal = await authenticate(
-            request.headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+            request_headers(request),
+            admin_key=runtime.admin_key,
+            keys=runtime.keys,
+            open_mode=runtime.open_mode,
         )
         record.team, record.key_id = principal.team, principal.key_id
         raw = await read_body(request, runtime.config.server.max_body_bytes)
         embedding = parse_embedding_request(raw)
         record.requested_model = embedding.model
-        record.tags = parse_tags(request.headers.get(TAGS_HEADER))
+        record.tags = parse_tags(request_headers(request).get(TAGS_HEADER))
         model = runtime.registry.resolve(embedding.model)
         if model is None:
             raise UnknownModel(f"the model '{embedding.model}' does not exist", param="model")

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from gateway.accounting.record import RequestRecord
 from gateway.errors import InvalidRequest
 from gateway.executor import Trace
+from gateway.headers import request_headers
 from gateway.models import Model
 from gateway.routes.dialects import Dialect
 from gateway.runtime import Runtime
@@ -44,7 +45,7 @@ def request_deadline(request: Request, runtime: Runtime, model: Model) -> float:
     """One deadline for the whole request, monotonic: the model's or the gateway's, and shorter if
     the client asks (it may never ask for longer)."""
     seconds = model.deadline_seconds or runtime.config.resilience.deadline_seconds
-    asked = request.headers.get(TIMEOUT_HEADER)
+    asked = request_headers(request).get(TIMEOUT_HEADER)
     if asked is not None:
         try:
             client_seconds = int(asked) / 1000

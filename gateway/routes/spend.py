@@ -11,6 +11,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 
 from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
+from gateway.headers import request_headers
 from gateway.policy.principal import authenticate, require_team
 from gateway.runtime import Runtime
 from pricing.money import format_usd
@@ -38,7 +39,7 @@ async def spend(
 ) -> Response:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(
-        request.headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
     )
     if principal.kind == "team_key":
         # A team key reads its own team's spend and nothing else.
@@ -53,7 +54,7 @@ async def spend(
     )
     rows = [present(r) for r in await query_spend(runtime.engine, query)]
     summary = present(totals(rows))
-    if "text/csv" in request.headers.get("accept", ""):
+    if "text/csv" in request_headers(request).get("accept", ""):
         return Response(to_csv(query.group_by, rows), media_type="text/csv; charset=utf-8")
     body = {
         "object": "spend",
