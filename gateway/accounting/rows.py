@@ -27,19 +27,29 @@ def _insert(conn: AsyncConnection, table: Table) -> Any:
     return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
 
 
-async def insert_rows(conn: AsyncConnection, rows: list[dict[str, Any]]) -> int:
-    """Insert rows not already present; returns how many were new. Call inside a transaction."""
+async def insert_rows(conn: AsyncConnection, rows: list[dict[str, Any]], *, first_write: bool = False) -> int:
+    """Insert rows not already present; returns how many were new. Call inside a transaction.
+
+    `first_write`: rows straight from the request path, which cannot be in the table yet, take a
+    plain INSERT (a duplicate would raise IntegrityError; the caller then retries without the flag).
+    Replayed rows may be there already: ON CONFLICT DO NOTHING RETURNING tells which were new, and
+    only those reach the rollups.
+    """
     if not rows:
         return 0
     bodies = {row["id"]: row.pop(BODY_KEY) for row in rows if BODY_KEY in row}
-    statement = (
-        _insert(conn, requests)
-        .on_conflict_do_nothing(index_elements=["id", "created_at"])
-        .returning(requests.c.id)
-    )
-    result = await conn.execute(statement, rows)
-    new_ids = set(result.scalars().all())
-    fresh = [row for row in rows if row["id"] in new_ids]
+    if first_write:
+        await conn.execute(requests.insert(), rows)
+        fresh = rows
+    else:
+        statement = (
+            _insert(conn, requests)
+            .on_conflict_do_nothing(index_elements=["id", "created_at"])
+            .returning(requests.c.id)
+        )
+        result = await conn.execute(statement, rows)
+        new_ids = set(result.scalars().all())
+        fresh = [row for row in rows if row["id"] in new_ids]
     await _add_to_rollups(conn, fresh)
     kept = [
         {"id": row["id"], "created_at": row["created_at"], "team": row["team"], **bodies[row["id"]]}

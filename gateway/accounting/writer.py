@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -141,7 +141,7 @@ class LedgerWriter:
         """Into the database, or else durably into the spool: a batch is never dropped here."""
         if not self._db_down:
             try:
-                await asyncio.wait_for(self._insert(rows), _WRITE_TIMEOUT)
+                await asyncio.wait_for(self._insert(rows, first_write=True), _WRITE_TIMEOUT)
                 return
             except Exception as exc:
                 if _transient(exc):
@@ -154,7 +154,14 @@ class LedgerWriter:
         await asyncio.to_thread(self._spool.append, rows)
         self.spooled += len(rows)
 
-    async def _insert(self, rows: list[dict[str, Any]]) -> None:
+    async def _insert(self, rows: list[dict[str, Any]], *, first_write: bool = False) -> None:
+        if first_write:
+            try:
+                async with self._engine.begin() as conn:
+                    self.written += await insert_rows(conn, [dict(r) for r in rows], first_write=True)
+                return
+            except IntegrityError:
+                log.warning("ledger: a fresh batch held a row already written; inserting it row-aware")
         async with self._engine.begin() as conn:
             self.written += await insert_rows(conn, rows)
 
