@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from gateway.state.store import StateStore
-from providers.openai_compat import from_openai_usage
+from providers.openai_compat import from_openai_usage, to_openai_usage
 from providers.sse import DONE, DONE_EVENT, SSEDecoder, encode_data
 from providers.types import JSON, Completion, StreamChunk, Usage
 
@@ -183,7 +183,7 @@ def from_stream(chunks: list[bytes], *, usage: Usage | None = None) -> CachedAns
             index = int(delta_choice.get("index", 0))
             choices.setdefault(index, _Choice()).add(delta_choice)
     if reported is None and usage is not None:
-        reported = _openai_usage(usage)
+        reported = to_openai_usage(usage)
     if not choices or reported is None or any(c.finish_reason is None for c in choices.values()):
         return None
     first = objects[0]
@@ -200,19 +200,6 @@ def from_stream(chunks: list[bytes], *, usage: Usage | None = None) -> CachedAns
             body[field] = first[field]
     canonical = usage if usage is not None else from_openai_usage(reported)
     return CachedAnswer(body=orjson.dumps(body), model=body["model"], usage=canonical)
-
-
-def _openai_usage(usage: Usage) -> JSON:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {
-            "cached_tokens": usage.cached_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }
 
 
 def _chunk_objects(chunks: list[bytes]) -> list[JSON] | None:

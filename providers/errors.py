@@ -91,6 +91,12 @@ class ContextLengthExceeded(UpstreamRejected):
     code = "context_length_exceeded"
 
 
+def invalid_parameter(message: str) -> UpstreamRejected:
+    """A client request a provider cannot take (an out-of-range parameter, an unsupported part):
+    a 400 raised before any network call."""
+    return UpstreamRejected(message, status=400, code="invalid_parameter")
+
+
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
     """Seconds to wait from a `Retry-After` (seconds or HTTP date) or `retry-after-ms` value."""
     if not value:

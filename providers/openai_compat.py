@@ -71,6 +71,20 @@ def from_openai_usage(usage: Any) -> Usage:
     )
 
 
+def to_openai_usage(usage: Usage) -> JSON:
+    """The OpenAI `usage` object for a canonical `Usage`, cache writes included as OpenAI now reports."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
 def from_openai_chunk(data: bytes) -> StreamChunk:
     """One streamed chunk, parsed once; an `error` object mid-stream becomes a `ProviderError`."""
     try:

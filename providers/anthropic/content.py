@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from providers.anthropic.errors import invalid_parameter as _invalid
+from providers.errors import invalid_parameter as _invalid
 from providers.types import JSON
 
 

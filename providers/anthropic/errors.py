@@ -36,11 +36,6 @@ STATUS_BY_TYPE = {
 }
 
 
-def invalid_parameter(message: str) -> UpstreamRejected:
-    """A client request Anthropic cannot take: a 400 raised before any network call."""
-    return UpstreamRejected(message, status=400, code="invalid_parameter")
-
-
 def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, provider: str) -> ProviderError:
     error_type, message = _read_error(body, status)
     return classify(

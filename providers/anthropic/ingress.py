@@ -17,8 +17,7 @@ from typing import Any
 
 import orjson
 
-from providers.anthropic.errors import invalid_parameter
-from providers.errors import UpstreamBadResponse
+from providers.errors import UpstreamBadResponse, invalid_parameter
 from providers.openai_compat import from_openai_usage
 from providers.sse import encode_event
 from providers.types import JSON, Usage

@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 
 from providers.anthropic.errors import error_from_event
-from providers.anthropic.translate import from_anthropic_usage, to_finish_reason, to_openai_usage
+from providers.anthropic.translate import from_anthropic_usage, to_finish_reason
+from providers.openai_compat import to_openai_usage
 from providers.types import JSON, StreamChunk
 
 

@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 
 from providers.anthropic.content import to_blocks, to_system_blocks, to_tool_result
-from providers.anthropic.errors import invalid_parameter as invalid
 from providers.errors import UpstreamBadResponse
+from providers.errors import invalid_parameter as invalid
+from providers.openai_compat import to_openai_usage
 from providers.types import JSON, Usage
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -271,17 +272,3 @@ def from_anthropic_usage(usage: Any) -> Usage:
         reasoning_tokens=int(details.get("thinking_tokens") or 0),
         raw=usage,
     )
-
-
-def to_openai_usage(usage: Usage) -> JSON:
-    """The OpenAI `usage` object for a canonical `Usage`, cache writes included as OpenAI now reports."""
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {
-            "cached_tokens": usage.cached_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }

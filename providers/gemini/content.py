@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from providers.gemini.errors import invalid_parameter as invalid
+from providers.errors import invalid_parameter as invalid
 from providers.types import JSON
 
 SYSTEM_ROLES = frozenset({"system", "developer"})

@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from providers.errors import UpstreamBadResponse
-from providers.gemini.errors import invalid_parameter as invalid
+from providers.errors import invalid_parameter as invalid
 from providers.types import JSON, Usage
 
 CHARS_PER_TOKEN = 4

@@ -37,11 +37,6 @@ STATUS_BY_NAME = {
 }
 
 
-def invalid_parameter(message: str) -> UpstreamRejected:
-    """A client request Gemini cannot take: a 400 raised before any network call."""
-    return UpstreamRejected(message, status=400, code="invalid_parameter")
-
-
 def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, provider: str) -> ProviderError:
     try:
         obj = orjson.loads(body)

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from providers.gemini.errors import error_from_frame
-from providers.gemini.translate import from_gemini_usage, read_parts, to_finish_reason, to_openai_usage
+from providers.gemini.translate import from_gemini_usage, read_parts, to_finish_reason
+from providers.openai_compat import to_openai_usage
 from providers.types import JSON, StreamChunk
 
 

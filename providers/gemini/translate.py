@@ -20,8 +20,9 @@ from typing import Any
 
 import orjson
 
+from providers.errors import invalid_parameter as invalid
 from providers.gemini.content import to_gemini_contents
-from providers.gemini.errors import invalid_parameter as invalid
+from providers.openai_compat import to_openai_usage
 from providers.types import JSON, Usage
 
 _GENERATION = {
@@ -187,13 +188,3 @@ def from_gemini_usage(meta: Any) -> Usage:
         reasoning_tokens=thoughts,
         raw=meta,
     )
-
-
-def to_openai_usage(usage: Usage) -> JSON:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }
