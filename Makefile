@@ -36,6 +36,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# A random, longer search for inputs that break the gateway (tests/hardening/profiles.py); `make test`
+# runs a bounded one. TOLLGATE_FUZZ_EXAMPLES=5000 make fuzz searches harder.
+.PHONY: fuzz
+fuzz: $(STAMP)
+	TOLLGATE_FUZZ_PROFILE=long TOLLGATE_FUZZ_EXAMPLES=$${TOLLGATE_FUZZ_EXAMPLES:-1000} $(BIN)/pytest -q tests/hardening
+
 migrate: $(STAMP)
 	$(BIN)/tollgate migrate
 

@@ -30,6 +30,9 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
 }
 _BOOLS = ("stream", "logprobs", "parallel_tool_calls", "store")
 _OBJECTS = ("response_format", "metadata", "logit_bias")
+# orjson reads 1,024 levels of nesting but writes only 254, and every stage after parsing writes
+# the body again (cache keys, adapters; a translation may wrap a value a level or two deeper).
+_NESTING_MARGIN = 3
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
@@ -39,6 +42,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+    check_nesting(body)
     model = body.get("model")
     if model is None:
         raise InvalidRequest(
@@ -69,6 +73,20 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     return ChatRequest(body=body, raw=raw, model=model, stream=stream, include_usage=include_usage)
 
 
+def check_nesting(body: Any) -> None:
+    """Refuse a body nested too deeply to be written back as JSON, rather than fail later with a 500.
+    Writing it inside a few extra arrays checks the depth and the margin at orjson's speed."""
+    wrapped = body
+    for _ in range(_NESTING_MARGIN):
+        wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped)
+    except orjson.JSONEncodeError:
+        raise InvalidRequest(
+            f"request body is nested more than {254 - _NESTING_MARGIN} levels deep", code="invalid_json"
+        ) from None
+
+
 def _check_messages(messages: Any) -> None:
     if messages is None:
         raise InvalidRequest(
@@ -85,7 +103,7 @@ def _check_messages(messages: Any) -> None:
         if not isinstance(message, dict):
             raise InvalidRequest(f"'{where}' must be an object", param=where, code="invalid_type")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:  # a list or dict role is unhashable
             raise InvalidRequest(
                 f"'{where}.role' must be one of {', '.join(sorted(ROLES))}; got {role!r}",
                 param=f"{where}.role",

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from gateway.chat_request import check_nesting
 from gateway.errors import InvalidRequest
 from providers.types import EmbeddingRequest
 
@@ -19,6 +20,7 @@ def parse_embedding_request(raw: bytes) -> EmbeddingRequest:
         raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+    check_nesting(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string", param="model", code="invalid_type")

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from sqlalchemy import String
 
+from gateway.accounting.schema import requests
 from pricing.cost import cost_breakdown
 from pricing.price import Price
 from providers.types import Usage
@@ -16,6 +18,8 @@ from providers.types import Usage
 _MAX_ERROR_MESSAGE = 1000
 # Rides along in a row dict (and the spool) for `request_bodies`; never a `requests` column.
 BODY_KEY = "_body"
+# The ledger's text columns and how many characters each holds (None: unlimited).
+_TEXT_COLUMNS = tuple((c.name, c.type.length) for c in requests.columns if isinstance(c.type, String))
 
 
 @dataclass(slots=True)
@@ -180,6 +184,12 @@ class RequestRecord:
 
     def to_row(self) -> dict[str, Any]:
         row = self._columns()
+        # PostgreSQL refuses a row with a NUL in a text column or a string longer than its column
+        # (SQLite keeps both); a client's model name or `user` can be either. Store what fits.
+        for name, limit in _TEXT_COLUMNS:
+            value = row[name]
+            if value is not None and ("\x00" in value or (limit is not None and len(value) > limit)):
+                row[name] = value.replace("\x00", "\ufffd")[:limit]
         if self.bodies is not None:
             request, response, truncated = self.bodies
             row[BODY_KEY] = {"request_body": request, "response_body": response, "truncated": truncated}

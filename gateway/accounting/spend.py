@@ -36,6 +36,11 @@ class SpendQuery:
     team: str | None = None  # restricts every figure to one team (a team key sees only its own)
 
 
+# A filter value (team, model, tag) as a query parameter: PostgreSQL text cannot hold NUL, and a
+# NUL in a filter would fail the query rather than match nothing.
+FILTER_PATTERN = r"^[^\x00]*$"
+
+
 def parse_group_by(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
@@ -57,8 +62,12 @@ def parse_time(value: str | None, *, default: datetime, now: datetime) -> dateti
     if not value:
         return default
     units = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-    if value[-1:] in units and value[:-1].isdigit():
-        return now - timedelta(**{units[value[-1]]: int(value[:-1])})
+    # isdigit() alone takes '²' and other digits int() refuses; a span too long has no date.
+    if value[-1:] in units and value[:-1].isascii() and value[:-1].isdigit():
+        try:
+            return now - timedelta(**{units[value[-1]]: int(value[:-1])})
+        except OverflowError:
+            raise InvalidRequest(f"'{value}' reaches back before the year 1") from None
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:

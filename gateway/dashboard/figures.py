@@ -20,12 +20,16 @@ from gateway.accounting.insights import key_labels, latency_by_model, request_ra
 from gateway.accounting.spend import parse_group_by, query_spend, totals
 from gateway.config import TeamConfig
 from gateway.dashboard.scope import Scope
+from gateway.errors import InvalidRequest
 from gateway.routes.spend import present
 from pricing.money import usd_to_nano
 
 STACKS = ("team", "model", "provider")
 MAX_SERIES = 8  # more stacked series than this and the rest are summed as "other"
 HOURLY_UP_TO = timedelta(days=2)
+# One label per day is drawn whether or not anything was spent: a range of centuries would build
+# millions of them and hold the event loop for seconds.
+CHARTED_UP_TO = timedelta(days=3660)
 NONE_LABEL = "(none)"
 _MONEY = ("cost_nano", "baseline_cost_nano", "cache_saving_nano")
 
@@ -80,6 +84,10 @@ async def summary(engine: AsyncEngine, scope: Scope) -> dict[str, Any]:
 async def spend_over_time(engine: AsyncEngine, scope: Scope, *, stack: str) -> dict[str, Any]:
     """Cost per hour (ranges up to two days) or per day, stacked by team, model or provider, and
     per bucket the baseline split into cost, routing savings and caching savings."""
+    if scope.until - scope.since > CHARTED_UP_TO:
+        raise InvalidRequest(
+            f"the chart spans at most {CHARTED_UP_TO.days} days; move 'since' or 'until'", param="since"
+        )
     bucket = "hour" if scope.until - scope.since <= HOURLY_UP_TO and scope.tag is None else "day"
     rows = await spend_rows(engine, scope, (bucket, stack))
     labels = sorted(set(_buckets(bucket, scope.since, scope.until)) | {str(row[bucket]) for row in rows})

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import Query, Request
 
 from gateway.accounting.insights import Slice
-from gateway.accounting.spend import SpendQuery, parse_time
+from gateway.accounting.spend import FILTER_PATTERN, SpendQuery, parse_time
 from gateway.errors import InvalidRequest
 from gateway.policy.principal import Principal, authenticate, require_team
 from gateway.runtime import Runtime
@@ -49,9 +49,9 @@ async def dashboard_scope(
     request: Request,
     since: str | None = Query(None, description="ISO date/time or a span back from now: 12h, 7d"),
     until: str | None = Query(None, description="ISO date/time; default now"),
-    team: str | None = Query(None, description="only this team"),
-    model: str | None = Query(None, description="only this model"),
-    tag: str | None = Query(None, description="only requests with this tag"),
+    team: str | None = Query(None, description="only this team", pattern=FILTER_PATTERN),
+    model: str | None = Query(None, description="only this model", pattern=FILTER_PATTERN),
+    tag: str | None = Query(None, description="only requests with this tag", pattern=FILTER_PATTERN),
 ) -> Scope:
     """FastAPI dependency: authenticates, then narrows a team key to its own team (403 otherwise)."""
     principal = await principal_of(request)

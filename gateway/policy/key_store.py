@@ -40,6 +40,7 @@ log = logging.getLogger("tollgate")
 KeyStatus = Literal["active", "expired", "revoked"]
 # $1bn: beyond any real budget, well inside a BIGINT of nano-USD; a typo'd "1e12" is refused.
 MAX_BUDGET_NANO = 10**18
+MAX_RATE_LIMIT = 2**31 - 1
 
 
 class KeyStoreUnavailable(GatewayError):
@@ -156,6 +157,10 @@ class KeyStore:
     ) -> tuple[str, KeyRecord]:
         """A new key for `team`: the plaintext (to show once, never stored) and its record."""
         _check_limits(team, name, allowed_models, budget_daily_nano, budget_monthly_nano, rpm, tpm)
+        texts = (team, name, *(allowed_models or ()), *(metadata or {}).keys(), *(metadata or {}).values())
+        if any("\x00" in text for text in texts):
+            # PostgreSQL text cannot hold NUL: refuse it here rather than fail the insert.
+            raise InvalidRequest("a key's team, name, models and metadata cannot contain NUL characters")
         plaintext, prefix, key_hash = generate_key()
         record = KeyRecord(
             id=f"key_{secrets.token_hex(12)}",
@@ -179,6 +184,8 @@ class KeyStore:
 
     async def list(self, team: str | None = None) -> builtins.list[KeyRecord]:
         """Every key (revoked and expired included, for the audit trail), oldest first."""
+        if team is not None and "\x00" in team:
+            return []  # no team has one (see `create`), and PostgreSQL would refuse the query
         query = select(*_RECORD_COLUMNS).order_by(virtual_keys.c.created_at, virtual_keys.c.id)
         if team is not None:
             query = query.where(virtual_keys.c.team == team)
@@ -193,6 +200,8 @@ class KeyStore:
 
     async def revoke(self, key_id: str) -> bool:
         """Revoke a key for good; False when there is no such key. Revoking twice is harmless."""
+        if "\x00" in key_id:
+            return False  # ids are generated hex, and PostgreSQL would refuse the query
         column = virtual_keys.c
         async with self._engine.begin() as conn:
             result = await conn.execute(
@@ -352,5 +361,6 @@ def _check_limits(
         if budget is not None and not 0 <= budget <= MAX_BUDGET_NANO:
             raise InvalidRequest("a budget is between $0 and $1,000,000,000", param=param)
     for param, limit in (("rpm", rpm), ("tpm", tpm)):
-        if limit is not None and limit <= 0:
-            raise InvalidRequest(f"{param} must be a positive whole number", param=param)
+        # The columns are 32-bit integers (PostgreSQL `integer`): a larger limit cannot be stored.
+        if limit is not None and not 0 < limit <= MAX_RATE_LIMIT:
+            raise InvalidRequest(f"{param} must be a whole number from 1 to {MAX_RATE_LIMIT}", param=param)

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import orjson
 
-from gateway.chat_request import parse_chat_request
+from gateway.chat_request import check_nesting, parse_chat_request
 from gateway.errors import InvalidRequest, describe
 from providers.anthropic.ingress import (
     encode_events,
@@ -110,8 +110,17 @@ class AnthropicMessages:
             raise InvalidRequest("request body must be a JSON object", code="invalid_json")
         if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
             raise InvalidRequest("max_tokens: Field required (an integer)", param="max_tokens")
+        check_nesting(body)
+        try:
+            translated = orjson.dumps(from_anthropic_request(body))
+        except (TypeError, AttributeError, ValueError) as exc:
+            # The translator trusts the shapes it walks (a list of blocks, a source object): a value
+            # of another type deep inside is the client's mistake, not the gateway's.
+            raise InvalidRequest(
+                "a value in the Messages request has the wrong type", code="invalid_type"
+            ) from exc
         # Checked again in the OpenAI shape, so both dialects share one set of rules.
-        return parse_chat_request(orjson.dumps(from_anthropic_request(body)))
+        return parse_chat_request(translated)
 
     def render(self, completion: Completion, chat: ChatRequest) -> bytes:
         message = to_anthropic_response(
@@ -123,8 +132,10 @@ class AnthropicMessages:
         return AnthropicStream(chat.model)
 
     def error(self, exc: BaseException) -> tuple[int, bytes, str]:
-        status, _, error_type = describe(exc)
-        return status, orjson.dumps(to_anthropic_error(status, str(exc))), error_type
+        status, body, error_type = describe(exc)
+        # The message `describe` chose: an internal error's own text never reaches the client.
+        message = orjson.loads(body)["error"]["message"]
+        return status, orjson.dumps(to_anthropic_error(status, message)), error_type
 
 
 OPENAI_CHAT = OpenAIChat()

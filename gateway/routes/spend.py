@@ -10,7 +10,15 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 
-from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
+from gateway.accounting.spend import (
+    FILTER_PATTERN,
+    GROUPS,
+    SpendQuery,
+    parse_group_by,
+    parse_time,
+    query_spend,
+    totals,
+)
 from gateway.headers import request_headers
 from gateway.policy.principal import authenticate, require_team
 from gateway.runtime import Runtime
@@ -35,7 +43,7 @@ async def spend(
     group_by: str | None = Query(None, description=f"comma-separated: {', '.join(GROUPS)}"),
     since: str | None = Query(None, description="ISO date/time or a span back from now: 30m, 12h, 7d"),
     until: str | None = Query(None, description="ISO date/time; default now"),
-    team: str | None = Query(None, description="only this team"),
+    team: str | None = Query(None, description="only this team", pattern=FILTER_PATTERN),
 ) -> Response:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(

@@ -43,10 +43,23 @@ ERROR_TYPES = {
 }
 
 
+# The top-level fields read below, with the JSON types the Messages API gives them.
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "system": (str, list),
+    "tools": list,
+    "stop_sequences": list,
+    "metadata": dict,
+    "output_config": dict,
+}
+
+
 def from_anthropic_request(body: Any) -> JSON:
     """An OpenAI chat request for an Anthropic Messages request; streams always ask for usage."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise invalid_parameter("a Messages request needs a messages list")
+    for name, kind in _FIELD_TYPES.items():
+        if body.get(name) is not None and not isinstance(body[name], kind):
+            raise invalid_parameter(f"{name}: a value of the wrong type")
     messages: list[JSON] = []
     if body.get("system"):
         messages.append({"role": "system", "content": _from_parts(body["system"], system=True)})
