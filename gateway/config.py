@@ -211,7 +211,9 @@ class DatabaseConfig(Strict):
 
 class LedgerConfig(Strict):
     batch_size: int = Field(default=500, gt=0)
-    flush_interval_ms: int = Field(default=50, gt=0)
+    # Small batches often: a batch is written on the event loop, so its size bounds the stall a
+    # request can meet (p99 at c=1: 3.1 ms with 50 ms batches, 1.9 ms with 10 ms, same machine).
+    flush_interval_ms: int = Field(default=10, gt=0)
     # Rows waiting for the writer; beyond this they are spooled on the request path.
     max_queue: int = Field(default=100_000, gt=0)
     # Where rows wait, fsynced, while the database is unreachable.
