@@ -17,6 +17,7 @@ from providers.anthropic.translate import from_anthropic_response, from_anthropi
 from providers.errors import ProviderError, UpstreamBadResponse
 from providers.openai_compat import error_from_exception
 from providers.sse import ServerSentEvent, SSEDecoder
+from providers.streaming import open_stream
 from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -98,17 +99,16 @@ class AnthropicAdapter:
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         content = self._payload(request, target, stream=True)
-        upstream = self._client.build_request(
-            "POST", self._url, content=content, headers=self._headers, timeout=self._timeout
+        response = await open_stream(
+            self._client,
+            self._url,
+            content=content,
+            headers=self._headers,
+            http_timeout=self._timeout,
+            provider=self.name,
+            error_from_response=error_from_response,
         )
         try:
-            response = await self._client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        try:
-            if response.status_code >= 400:
-                body = await response.aread()
-                raise error_from_response(response.status_code, response.headers, body, provider=self.name)
             decoder = AnthropicStreamDecoder(
                 model=target.upstream_model, created=int(time.time()), provider=self.name
             )

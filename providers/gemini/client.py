@@ -19,6 +19,7 @@ from providers.gemini.stream import GeminiStreamDecoder
 from providers.gemini.translate import from_gemini_response, from_gemini_usage, to_gemini_request
 from providers.openai_compat import error_from_exception
 from providers.sse import SSEDecoder
+from providers.streaming import open_stream
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -80,17 +81,16 @@ class GeminiAdapter:
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         payload = self._translate(to_gemini_request, request.body)
         url = self._url(target, "streamGenerateContent") + "?alt=sse"
-        upstream = self._client.build_request(
-            "POST", url, content=payload, headers=self._headers, timeout=self._timeout
+        response = await open_stream(
+            self._client,
+            url,
+            content=payload,
+            headers=self._headers,
+            http_timeout=self._timeout,
+            provider=self.name,
+            error_from_response=error_from_response,
         )
         try:
-            response = await self._client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        try:
-            if response.status_code >= 400:
-                body = await response.aread()
-                raise error_from_response(response.status_code, response.headers, body, provider=self.name)
             decoder = GeminiStreamDecoder(
                 id=_completion_id(), created=int(time.time()), model=target.upstream_model, provider=self.name
             )

@@ -135,5 +135,6 @@ def test_duplicate_at_a_second_replica_is_charged_once(
     assert second.content == first.content
     assert second.headers["x-tollgate-idempotent-replay"] == "true"
     assert len(upstream_calls(openai_upstream)) == 1
-    costs = charged(a, key)  # both replicas write to the same ledger
+    b.ledger_rows()  # flush the second replica too: both write to the same ledger
+    costs = charged(a, key)
     assert len(costs) == 2 and costs.count(0) == 1

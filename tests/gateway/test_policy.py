@@ -131,6 +131,8 @@ def test_budget_holds_under_200_concurrent_requests(
         servers = [a, b][:replicas]
         key = new_key(a, team_name)
         responses = asyncio.run(burst([(s.base_url, key) for s in servers], 200))
+        for server in servers:
+            server.ledger_rows()  # every replica's writer flushed: they share one ledger
         rows = [r for r in a.ledger_rows() if r["team"] == team_name]
     ok = [r for r in responses if r.status_code == 200]
     refused = [r for r in responses if r.status_code == 429]
@@ -140,7 +142,9 @@ def test_budget_holds_under_200_concurrent_requests(
     billed = sum(r["cost_nano"] for r in rows)
     largest = max(r["cost_nano"] for r in rows)
     assert billed <= budget * 10**9 + largest, (billed, largest)
-    assert billed >= budget * 10**9 * Decimal("0.5"), "the budget should be mostly usable, not starved"
+    # Each request reserves its worst case (~$0.001 here: max_tokens 60 at $15/MTok) and settles
+    # for less, so at least budget / worst case (about 20) requests must get through.
+    assert len(ok) >= 15, "the budget must stay usable, not be starved by reservations"
     assert len(rows) == 200 and sum(r["status"] == 200 for r in rows) == len(ok)
 
 
