@@ -46,7 +46,8 @@ from benchmarks.processes import (
     start_gateway,
     start_sandbox,
 )
-from benchmarks.report import RESULTS_DIR, GatewayRun, Results, build_rows, render, write_json
+from benchmarks.report import RESULTS_DIR, GatewayRun, Results, build_rows
+from benchmarks.report_text import render, write_json
 from benchmarks.scenarios import latency_pair, prompt_tokens, settle, throughput
 
 HOST = "127.0.0.1"

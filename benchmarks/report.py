@@ -7,7 +7,6 @@ exits 0 whatever the numbers say, because on a shared 2-core box numbers are evi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +182,7 @@ def build_rows(results: Results) -> list[Row]:
             Row(
                 "other processes' CPU, c=1 phase",
                 "",
-                _foreign(results.c1_foreign),
+                foreign_share(results.c1_foreign),
                 "",
                 "~0% (else noisy)",
                 INFO,
@@ -282,8 +281,8 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
                 },
             )
         )
-        d_core1 = _core1_busy(direct_tp) if direct_tp else None
-        g_core1 = _core1_busy(tp)
+        d_core1 = core1_busy(direct_tp) if direct_tp else None
+        g_core1 = core1_busy(tp)
         rows.append(
             Row(
                 f"core 1 busy (sandbox + load gen) {tag}",
@@ -298,8 +297,8 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
         rows.append(
             Row(
                 f"other processes' CPU {tag}",
-                _foreign(direct_tp.foreign) if direct_tp else "-",
-                _foreign(tp.foreign),
+                foreign_share(direct_tp.foreign) if direct_tp else "-",
+                foreign_share(tp.foreign),
                 "",
                 "~0% (else noisy)",
                 INFO,
@@ -355,118 +354,16 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
     return rows
 
 
-def _foreign(shares: dict[str, float]) -> str:
+def foreign_share(shares: dict[str, float]) -> str:
     """`core0 3% / core1 41%`: how much of each core other processes took during the window."""
     if not shares:
         return "-"
     return " / ".join(f"{name} {share * 100:.0f}%" for name, share in sorted(shares.items()))
 
 
-NOISY_SHARE = 0.10
-
-
-def _noise_notes(results: Results) -> list[str]:
-    windows = [("c=1 phase", results.c1_foreign)]
-    if results.direct_throughput:
-        # Direct runs only use core 1 (sandbox and load generator): noise on core 0 does not matter.
-        shares = {k: v for k, v in results.direct_throughput.foreign.items() if k != "core0"}
-        windows.append(("direct throughput", shares))
-    windows += [(f"throughput [{r.ledger}]", r.throughput.foreign) for r in results.gateways if r.throughput]
-    noisy = [
-        f"{name} ({_foreign(shares)})"
-        for name, shares in windows
-        if max(shares.values(), default=0) > NOISY_SHARE
-    ]
-    if not noisy:
-        return []
-    return [
-        "the machine was busy with other work during: "
-        + "; ".join(noisy)
-        + " -- those figures are pessimistic"
-    ]
-
-
-def _core1_busy(tp: Throughput) -> float | None:
+def core1_busy(tp: Throughput) -> float | None:
     sandbox = tp.cpu_utilisation("sandbox")
     client = tp.cpu_utilisation(CLIENT)
     if sandbox is None or client is None:
         return None
     return sandbox + client
-
-
-def _timeline_notes(results: Results) -> list[str]:
-    """Per-second answers of each throughput run, flagged when the last second fell well behind."""
-    runs = [("direct", results.direct_throughput)]
-    runs += [(f"via gateway [{run.ledger}]", run.throughput) for run in results.gateways]
-    lines = []
-    for name, tp in runs:
-        timeline = tp.timeline() if tp else []
-        if len(timeline) < 2:
-            continue
-        line = f"req/s per second, {name}: " + " ".join(str(n) for n in timeline)
-        if timeline[-1] < 0.7 * max(timeline[:2]):
-            line += f"  <- DEGRADES: {max(timeline[:2])} -> {timeline[-1]}"
-        lines.append(line)
-    return lines
-
-
-HEADERS = ("figure", "direct", "via gateway", "added", "target", "result")
-
-
-def render(results: Results, rows: list[Row]) -> str:
-    table = [HEADERS, *((r.figure, r.direct, r.gateway, r.added, r.target, r.result) for r in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
-    right = {1, 2, 3}
-
-    def fmt(line: tuple[str, ...]) -> str:
-        cells = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(line, widths, strict=True))
-        ]
-        return " | ".join(cells).rstrip()
-
-    rule = "-+-".join("-" * w for w in widths)
-    env = results.environment
-    lines = [
-        f"Tollgate benchmark  {env.get('timestamp', '')}  git {env.get('git', '?')}  "
-        f"{env.get('cpus', '?')} CPUs  python {env.get('python', '?')}",
-        f"pinning: {env.get('pinning', '?')}",
-        f"gateway: {env.get('gateway_cmd', '?')}",
-        "settings: " + ", ".join(f"{k}={v}" for k, v in results.settings.items()),
-        "",
-        fmt(HEADERS),
-        rule,
-        *(fmt(line) for line in table[1:]),
-    ]
-    missed = [r.figure for r in rows if r.result == MISSED]
-    lines += ["", f"targets: {sum(r.result == MET for r in rows)} met, {len(missed)} missed"]
-    lines += [f"note: {note}" for note in results.notes]
-    lines += _timeline_notes(results)
-    lines += [f"note: {note}" for note in _noise_notes(results)]
-    for row in rows:
-        for sample in row.values.get("samples") or ():
-            lines.append(f"error sample ({row.figure}): {sample}")
-    return "\n".join(lines)
-
-
-def to_json(results: Results, rows: list[Row]) -> dict[str, Any]:
-    return {
-        "environment": results.environment,
-        "settings": results.settings,
-        "large_prompt": {"tokens": results.large_prompt_tokens, "bytes": results.large_prompt_bytes},
-        "rows": [
-            {
-                "figure": r.figure,
-                "cells": {"direct": r.direct, "via_gateway": r.gateway, "added": r.added, "target": r.target},
-                "result": r.result or "info",
-                "data": r.values,
-            }
-            for r in rows
-        ],
-        "notes": results.notes,
-    }
-
-
-def write_json(results: Results, rows: list[Row], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(results, rows), indent=2, default=str) + "\n")
