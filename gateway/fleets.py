@@ -39,14 +39,23 @@ class Fleets:
                 Fleet(name, replicas, unhealthy_after=spec.fleet.unhealthy_after),
                 spec.fleet,
             )
+        self._probes: httpx.AsyncClient | None = None
 
-    async def start(self, client: httpx.AsyncClient) -> None:
+    async def start(self) -> None:
+        """Scrape every fleet once now and then on its interval, over a client of their own: probes
+        are GETs off the request path, where httpx's conveniences cost nothing that matters."""
+        if not self._fleets:
+            return
+        self._probes = httpx.AsyncClient(timeout=httpx.Timeout(5.0), follow_redirects=False, trust_env=False)
         for fleet, spec in self._fleets.values():
-            await fleet.start(client, spec.scrape_interval_seconds)
+            await fleet.start(self._probes, spec.scrape_interval_seconds)
 
     async def stop(self) -> None:
         for fleet, _ in self._fleets.values():
             await fleet.stop()
+        if self._probes is not None:
+            await self._probes.aclose()
+            self._probes = None
 
     def order(self, model: Model, prefix: str) -> list[Deployment] | None:
         """This model's deployments in the order to try them; [] to spill past them; None when the

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.accounting.spend import period_spend
@@ -43,6 +42,7 @@ from gateway.tracing import Tracing
 from gateway.upstreams import build_adapters, create_http_client
 from pricing.book import PriceBook
 from providers.adapter import Adapter
+from providers.http import UpstreamHTTP
 
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
 
@@ -63,7 +63,7 @@ class Runtime:
     metrics: Metrics
     registry: ModelRegistry
     adapters: dict[str, Adapter]
-    http: httpx.AsyncClient
+    http: UpstreamHTTP
     store: StateStore
     executor: Executor
     idempotency: IdempotencyKeys
@@ -176,7 +176,7 @@ class Runtime:
     async def begin(self) -> None:
         """What needs the running loop: the first scrape of every self-hosted fleet."""
         await self.ledger.prepare()
-        await self.fleets.start(self.http)
+        await self.fleets.start()
 
     async def stop(self) -> None:
         await self.fleets.stop()
@@ -191,7 +191,7 @@ class Runtime:
 
 def _policy(
     config: Config,
-    http: httpx.AsyncClient,
+    http: UpstreamHTTP,
     store: StateStore,
     budgets: Budgets,
     limits: RateLimits,

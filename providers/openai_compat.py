@@ -4,10 +4,9 @@ Ollama): the body goes out as the client sent it wherever possible, the answer c
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from providers.adapter import CHAT, EMBEDDINGS, STREAM
@@ -19,10 +18,11 @@ from providers.errors import (
     UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnavailable,
-    UpstreamUnreachable,
     parse_retry_after,
 )
+from providers.http import HTTPFailure, Timeouts, UpstreamHTTP, post
 from providers.sse import DONE, SSEDecoder
+from providers.streaming import error_from_exception, open_stream
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
 
 
@@ -122,7 +122,9 @@ def _tool_chars(tool_calls: Any) -> int:
     )
 
 
-def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, provider: str) -> ProviderError:
+def error_from_response(
+    status: int, headers: Mapping[str, str], body: bytes, *, provider: str
+) -> ProviderError:
     """Every non-2xx answer from an OpenAI-compatible upstream, classified in one place."""
     message, code = _error_message(body, status)
     retry_after = parse_retry_after(headers.get("retry-after-ms")) if "retry-after-ms" in headers else None
@@ -152,16 +154,6 @@ def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, pro
     return UpstreamUnavailable(text, **common)
 
 
-def error_from_exception(exc: httpx.HTTPError, *, provider: str) -> ProviderError:
-    # A transport may report a dropped connection as a timeout (httpx-aiohttp maps aiohttp's
-    # ServerDisconnectedError to ConnectTimeout): only a real timeout underneath counts as one.
-    if isinstance(exc, httpx.TimeoutException) and (
-        exc.__cause__ is None or isinstance(exc.__cause__, TimeoutError)
-    ):
-        return UpstreamTimeout(f"{provider} timed out: {type(exc).__name__}", provider=provider)
-    return UpstreamUnreachable(f"{provider} unreachable: {type(exc).__name__}: {exc}", provider=provider)
-
-
 class OpenAICompatAdapter:
     """Chat completions against any server that speaks OpenAI's API."""
 
@@ -172,7 +164,7 @@ class OpenAICompatAdapter:
         *,
         name: str,
         base_url: str,
-        client: httpx.AsyncClient,
+        client: UpstreamHTTP,
         api_key: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
@@ -182,24 +174,12 @@ class OpenAICompatAdapter:
         self._client = client
         self._prompt_cache_key = prompt_cache_key
         # Connect fast or fail over; a long answer may legitimately take minutes to finish.
-        total = timeout or 600.0
-        self._timeout = httpx.Timeout(total, connect=min(10.0, total))
-        self._extensions = {"timeout": self._timeout.as_dict()}
-        self._chat_url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
-        self._embeddings_url = httpx.URL(base_url.rstrip("/") + "/embeddings")
+        self._timeouts = Timeouts.for_total(timeout)
+        self._chat_url = base_url.rstrip("/") + "/chat/completions"
+        self._embeddings_url = base_url.rstrip("/") + "/embeddings"
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
-
-    async def _send(self, url: httpx.URL, content: bytes) -> httpx.Response:
-        """Straight to the client's transport: the AsyncClient layer (URL merging, cookie jar, auth
-        and redirect handling) is a quarter of the gateway's CPU per request and does nothing here."""
-        request = httpx.Request(
-            "POST", url, headers=self._headers, content=content, extensions=self._extensions
-        )
-        response = await self._client._transport.handle_async_request(request)
-        response.request = request
-        return response
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = to_openai_body(request, target, stream=False, cache_key_ok=self._prompt_cache_key)
@@ -212,20 +192,16 @@ class OpenAICompatAdapter:
             content = orjson.dumps({**request.body, "model": target.upstream_model})
         return await self._post_json(self._embeddings_url, content, expect="data")
 
-    async def _post_json(self, url: httpx.URL, content: bytes, *, expect: str) -> Completion:
+    async def _post_json(self, url: str, content: bytes, *, expect: str) -> Completion:
         try:
-            response = await self._send(url, content)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        if response.status_code >= 400:
-            raise error_from_response(
-                response.status_code, response.headers, response.content, provider=self.name
+            answer = await post(
+                self._client, url, content=content, headers=self._headers, timeouts=self._timeouts
             )
-        body = response.content
+        except HTTPFailure as exc:
+            raise error_from_exception(exc, provider=self.name) from exc
+        if answer.status >= 400:
+            raise error_from_response(answer.status, answer.headers, answer.body, provider=self.name)
+        body = answer.body
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -240,16 +216,18 @@ class OpenAICompatAdapter:
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         content = to_openai_body(request, target, stream=True, cache_key_ok=self._prompt_cache_key)
+        response = await open_stream(
+            self._client,
+            self._chat_url,
+            content=content,
+            headers=self._headers,
+            timeouts=self._timeouts,
+            provider=self.name,
+            error_from_response=error_from_response,
+        )
         try:
-            response = await self._send(self._chat_url, content)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        try:
-            if response.status_code >= 400:
-                body = await response.aread()
-                raise error_from_response(response.status_code, response.headers, body, provider=self.name)
             decoder = SSEDecoder()
-            async for raw in response.aiter_bytes():
+            async for raw in response.chunks():
                 for event in decoder.feed(raw):
                     if event.data == DONE:
                         return
@@ -259,7 +237,7 @@ class OpenAICompatAdapter:
                     return
                 yield from_openai_chunk(event.data)
             raise UpstreamBadResponse(f"{self.name} ended the stream without [DONE]", provider=self.name)
-        except httpx.HTTPError as exc:
+        except HTTPFailure as exc:
             raise error_from_exception(exc, provider=self.name) from exc
         finally:
             await response.aclose()

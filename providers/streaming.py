@@ -5,34 +5,47 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import httpx
-
-from providers.errors import ProviderError
-from providers.openai_compat import error_from_exception
+from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnreachable
+from providers.http import (
+    ConnectTimedOut,
+    HTTPFailure,
+    ReadTimedOut,
+    Timeouts,
+    UpstreamHTTP,
+    UpstreamResponse,
+)
 
 ErrorFromResponse = Callable[..., ProviderError]
 
 
+def error_from_exception(exc: HTTPFailure, *, provider: str) -> ProviderError:
+    """No HTTP answer at all: a timeout, or an upstream that cannot be reached or hung up."""
+    if isinstance(exc, ConnectTimedOut | ReadTimedOut):
+        return UpstreamTimeout(f"{provider} timed out: {exc}", provider=provider)
+    return UpstreamUnreachable(f"{provider} unreachable: {exc}", provider=provider)
+
+
 async def open_stream(
-    client: httpx.AsyncClient,
+    client: UpstreamHTTP,
     url: str,
     *,
     content: bytes,
     headers: dict[str, str],
-    http_timeout: httpx.Timeout,
+    timeouts: Timeouts,
     provider: str,
     error_from_response: ErrorFromResponse,
-) -> httpx.Response:
+) -> UpstreamResponse:
     """A response whose body is still to be read; the caller closes it. Failures raise, closed."""
-    upstream = client.build_request("POST", url, content=content, headers=headers, timeout=http_timeout)
     try:
-        response = await client.send(upstream, stream=True)
-    except httpx.HTTPError as exc:
+        response = await client.send(url, content=content, headers=headers, timeouts=timeouts)
+    except HTTPFailure as exc:
         raise error_from_exception(exc, provider=provider) from exc
-    if response.status_code >= 400:
+    if response.status >= 400:
         try:
-            body = await response.aread()
+            body = await response.read()
+        except HTTPFailure as exc:
+            raise error_from_exception(exc, provider=provider) from exc
         finally:
             await response.aclose()
-        raise error_from_response(response.status_code, response.headers, body, provider=provider)
+        raise error_from_response(response.status, response.headers, body, provider=provider)
     return response

@@ -6,7 +6,6 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from providers.adapter import CHAT, STREAM
@@ -15,9 +14,9 @@ from providers.anthropic.errors import error_from_response
 from providers.anthropic.stream import AnthropicStreamDecoder
 from providers.anthropic.translate import from_anthropic_response, from_anthropic_usage, to_anthropic_request
 from providers.errors import ProviderError, UpstreamBadResponse
-from providers.openai_compat import error_from_exception
+from providers.http import HTTPFailure, Timeouts, UpstreamHTTP, post
 from providers.sse import ServerSentEvent, SSEDecoder
-from providers.streaming import open_stream
+from providers.streaming import error_from_exception, open_stream
 from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -37,7 +36,7 @@ class AnthropicAdapter:
         self,
         *,
         name: str,
-        client: httpx.AsyncClient,
+        client: UpstreamHTTP,
         base_url: str = "https://api.anthropic.com",
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -49,8 +48,7 @@ class AnthropicAdapter:
         self.name = name
         self._client = client
         self._cache_min_tokens = dict(cache_min_tokens_by_model or {})
-        total = timeout or 600.0
-        self._timeout = httpx.Timeout(total, connect=min(10.0, total))
+        self._timeouts = Timeouts.for_total(timeout)
         root = base_url.rstrip("/")
         self._url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
         self._headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
@@ -78,16 +76,14 @@ class AnthropicAdapter:
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = self._payload(request, target, stream=False)
         try:
-            response = await self._client.post(
-                self._url, content=content, headers=self._headers, timeout=self._timeout
+            response = await post(
+                self._client, self._url, content=content, headers=self._headers, timeouts=self._timeouts
             )
-        except httpx.HTTPError as exc:
+        except HTTPFailure as exc:
             raise error_from_exception(exc, provider=self.name) from exc
-        if response.status_code >= 400:
-            raise error_from_response(
-                response.status_code, response.headers, response.content, provider=self.name
-            )
-        obj = self._parse(response.content)
+        if response.status >= 400:
+            raise error_from_response(response.status, response.headers, response.body, provider=self.name)
+        obj = self._parse(response.body)
         try:
             body = from_anthropic_response(obj, created=int(time.time()))
         except ProviderError as exc:
@@ -104,7 +100,7 @@ class AnthropicAdapter:
             self._url,
             content=content,
             headers=self._headers,
-            http_timeout=self._timeout,
+            timeouts=self._timeouts,
             provider=self.name,
             error_from_response=error_from_response,
         )
@@ -113,7 +109,7 @@ class AnthropicAdapter:
                 model=target.upstream_model, created=int(time.time()), provider=self.name
             )
             sse = SSEDecoder()
-            async for raw in response.aiter_bytes():
+            async for raw in response.chunks():
                 for event in sse.feed(raw):
                     for chunk in self._decode(decoder, event):
                         yield chunk
@@ -124,7 +120,7 @@ class AnthropicAdapter:
                 raise UpstreamBadResponse(
                     f"{self.name} ended the stream without message_stop", provider=self.name
                 )
-        except httpx.HTTPError as exc:
+        except HTTPFailure as exc:
             raise error_from_exception(exc, provider=self.name) from exc
         finally:
             await response.aclose()

@@ -6,9 +6,9 @@ both carry an error type; an event has no status, so it gets the status Anthropi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from providers.errors import (
@@ -36,7 +36,9 @@ STATUS_BY_TYPE = {
 }
 
 
-def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, provider: str) -> ProviderError:
+def error_from_response(
+    status: int, headers: Mapping[str, str], body: bytes, *, provider: str
+) -> ProviderError:
     error_type, message = _read_error(body, status)
     return classify(
         status,

@@ -8,7 +8,6 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from providers.adapter import CHAT, EMBEDDINGS, STREAM
@@ -17,9 +16,9 @@ from providers.gemini.embeddings import from_gemini_embeddings, to_gemini_embedd
 from providers.gemini.errors import error_from_response
 from providers.gemini.stream import GeminiStreamDecoder
 from providers.gemini.translate import from_gemini_response, from_gemini_usage, to_gemini_request
-from providers.openai_compat import error_from_exception
+from providers.http import HTTPFailure, Timeouts, UpstreamHTTP, post
 from providers.sse import SSEDecoder
-from providers.streaming import open_stream
+from providers.streaming import error_from_exception, open_stream
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -39,7 +38,7 @@ class GeminiAdapter:
         self,
         *,
         name: str,
-        client: httpx.AsyncClient,
+        client: UpstreamHTTP,
         base_url: str = DEFAULT_BASE_URL,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -47,8 +46,7 @@ class GeminiAdapter:
     ) -> None:
         self.name = name
         self._client = client
-        total = timeout or 600.0
-        self._timeout = httpx.Timeout(total, connect=min(10.0, total))
+        self._timeouts = Timeouts.for_total(timeout)
         root = base_url.rstrip("/")
         self._root = root if root.endswith("/v1beta") else root + "/v1beta"
         self._headers = {"content-type": "application/json", **(headers or {})}
@@ -86,7 +84,7 @@ class GeminiAdapter:
             url,
             content=payload,
             headers=self._headers,
-            http_timeout=self._timeout,
+            timeouts=self._timeouts,
             provider=self.name,
             error_from_response=error_from_response,
         )
@@ -95,7 +93,7 @@ class GeminiAdapter:
                 id=_completion_id(), created=int(time.time()), model=target.upstream_model, provider=self.name
             )
             sse = SSEDecoder()
-            async for raw in response.aiter_bytes():
+            async for raw in response.chunks():
                 for event in sse.feed(raw):
                     for chunk in decoder.feed(self._parse(event.data)):
                         yield chunk
@@ -108,7 +106,7 @@ class GeminiAdapter:
                 )
             for chunk in decoder.finish():
                 yield chunk
-        except httpx.HTTPError as exc:
+        except HTTPFailure as exc:
             raise error_from_exception(exc, provider=self.name) from exc
         finally:
             await response.aclose()
@@ -123,16 +121,14 @@ class GeminiAdapter:
 
     async def _post(self, url: str, content: bytes) -> Any:
         try:
-            response = await self._client.post(
-                url, content=content, headers=self._headers, timeout=self._timeout
+            response = await post(
+                self._client, url, content=content, headers=self._headers, timeouts=self._timeouts
             )
-        except httpx.HTTPError as exc:
+        except HTTPFailure as exc:
             raise error_from_exception(exc, provider=self.name) from exc
-        if response.status_code >= 400:
-            raise error_from_response(
-                response.status_code, response.headers, response.content, provider=self.name
-            )
-        return self._parse(response.content)
+        if response.status >= 400:
+            raise error_from_response(response.status, response.headers, response.body, provider=self.name)
+        return self._parse(response.body)
 
     def _parse(self, data: bytes) -> Any:
         try:

@@ -7,9 +7,9 @@ the same object can arrive as an SSE frame after HTTP 200. A 429 may say when to
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-import httpx
 import orjson
 
 from providers.errors import (
@@ -37,7 +37,9 @@ STATUS_BY_NAME = {
 }
 
 
-def error_from_response(status: int, headers: httpx.Headers, body: bytes, *, provider: str) -> ProviderError:
+def error_from_response(
+    status: int, headers: Mapping[str, str], body: bytes, *, provider: str
+) -> ProviderError:
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -5,6 +5,7 @@ has exactly one row per request."""
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -52,6 +53,8 @@ def test_two_replicas_behave_as_one(
     turns = itertools.cycle([a, b])
     sent: list[httpx.Response] = []
 
+    started = time.monotonic()  # the team's bucket fills from its first request on
+
     def post(body: dict[str, Any], **headers: str) -> httpx.Response:
         server = next(turns)
         response = httpx.post(
@@ -92,7 +95,9 @@ def test_two_replicas_behave_as_one(
         ).status_code
         for i in range(50)
     ]
-    assert 30 <= results.count(200) <= 34, results
+    # The bucket refills at 40/60 a second meanwhile: a slow machine rightly admits a few more.
+    refilled = int((time.monotonic() - started) * 40 / 60)
+    assert 30 <= results.count(200) <= 34 + refilled, results
     assert set(results) <= {200, 429}
 
     b.ledger_rows()  # both replicas write to the same ledger: flush the second one too

@@ -23,6 +23,7 @@ from providers.errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
+from providers.http import HttpxUpstream
 from providers.types import ChatRequest, StreamChunk, Target
 
 TARGET = Target("claude", "claude-sonnet-4-5")
@@ -37,7 +38,7 @@ def chat(**body: Any) -> ChatRequest:
 
 
 def adapter(handler: Callable[[httpx.Request], httpx.Response], **options: Any) -> AnthropicAdapter:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = HttpxUpstream(httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     return AnthropicAdapter(name="claude", client=client, api_key="sk-ant", **options)
 
 

@@ -24,6 +24,7 @@ from providers.errors import (
     UpstreamUnreachable,
 )
 from providers.gemini import GeminiAdapter
+from providers.http import HttpxUpstream
 from providers.types import ChatRequest, EmbeddingRequest, StreamChunk, Target
 
 TARGET = Target("gemini", "gemini-2.5-flash")
@@ -41,7 +42,7 @@ def chat(**body: Any) -> ChatRequest:
 
 
 def adapter(handler: Callable[[httpx.Request], httpx.Response], **options: Any) -> GeminiAdapter:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = HttpxUpstream(httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     return GeminiAdapter(name="gemini", client=client, api_key="AIza-key", **options)
 
 

@@ -19,6 +19,7 @@ from providers.errors import (
     UpstreamUnreachable,
     parse_retry_after,
 )
+from providers.http import HttpxUpstream
 from providers.openai_compat import OpenAICompatAdapter, from_openai_usage, to_openai_body
 from providers.types import ChatRequest, Target
 
@@ -31,7 +32,7 @@ def chat(raw: bytes = RAW, *, stream: bool = False, include_usage: bool = False)
 
 
 def adapter(handler: Callable[[httpx.Request], httpx.Response]) -> OpenAICompatAdapter:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = HttpxUpstream(httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     return OpenAICompatAdapter(name="up", base_url="http://upstream/v1", client=client, api_key="sk-x")
 
 

@@ -1,0 +1,16 @@
+"""Code that drives sockets itself runs every test on both loops: asyncio's, and uvloop, which the
+gateway serves on (uvloop's transports are not asyncio's classes, for one)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+
+import pytest
+import uvloop
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
