@@ -3,6 +3,9 @@
 `python -m benchmarks.classifier [N]` prints the figures; `measure()` returns them for the report.
 Runs in-process on one thread with the garbage collector paused while timing (as `timeit` does),
 so the figures are the scorer's own cost, not the interpreter's housekeeping.
+
+Where the optional second stage is installed (`tollgate[embed]`), it is timed too, over fewer calls
+(`SECOND_STAGE_CALLS`): MiniLM on one CPU thread costs milliseconds, not microseconds.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from typing import Any
 from benchmarks.payloads import large_prompt_text
 from benchmarks.stats import percentile
 from gateway.routing.classifier import ComplexityClassifier
+from gateway.routing.second_stage import SecondStageUnavailable, load_classifier
+
+SECOND_STAGE_CALLS = 200
 
 _QUESTION = (
     "A 45-year-old man has had intermittent chest pain on exertion for three months. Which of the "
@@ -79,7 +85,25 @@ def measure(n: int = 20000, classifier: ComplexityClassifier | None = None) -> d
         results["bodies"][name] = _time(partial(classifier.score, body), n)
     short = bodies()["short chat"]
     results["bodies"]["short chat, assess()"] = _time(partial(classifier.assess, short), n)
+    results["second_stage"] = measure_second_stage(min(n, SECOND_STAGE_CALLS))
     return results
+
+
+def measure_second_stage(n: int = SECOND_STAGE_CALLS) -> dict[str, Any] | str:
+    """`assess()` with the MiniLM second stage (one request at a time, one torch thread, as a
+    gateway worker would run it), or why it was not timed."""
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        classifier = load_classifier(second_stage=True)
+    except (ImportError, SecondStageUnavailable) as exc:
+        return f"not timed: {exc}"
+    return {
+        "model_version": classifier.version,
+        "bodies": {name: _time(partial(classifier.assess, body), n) for name, body in bodies().items()},
+        "n": n,
+    }
 
 
 def _time(call: Callable[[], object], n: int) -> dict[str, float]:
@@ -116,6 +140,15 @@ def render(results: dict[str, Any]) -> str:
         lines.append(
             f"  {name:24} {figures['p50_us']:8.1f} {figures['p99_us']:8.1f} {figures['mean_us']:8.1f}"
         )
+    second = results.get("second_stage")
+    if isinstance(second, str):
+        lines.append(f"second stage (MiniLM): {second}")
+    elif second is not None:
+        lines.append(f"second stage (MiniLM), assess(): {second['n']} calls each, one torch thread")
+        for name, figures in second["bodies"].items():
+            lines.append(
+                f"  {name:24} {figures['p50_us']:8.1f} {figures['p99_us']:8.1f} {figures['mean_us']:8.1f}"
+            )
     return "\n".join(lines)
 
 

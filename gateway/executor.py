@@ -21,6 +21,7 @@ from gateway.config import ResilienceConfig
 from gateway.errors import GatewayError, NoDeployment
 from gateway.fleets import Fleets, prompt_prefix
 from gateway.models import Deployment, Model, ModelRegistry
+from gateway.redaction import Redactor
 from gateway.resilience.backoff import plan_delay
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
@@ -88,6 +89,7 @@ class Executor:
         rand: Callable[[], float] = random.random,
         fleets: Fleets | None = None,
         tracing: Tracing | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self._registry = registry
         self._adapters = adapters
@@ -98,6 +100,11 @@ class Executor:
         self._rand = rand
         self._fleets = fleets
         self._tracing = tracing or Tracing.off()
+        self._redactor = redactor or Redactor(())
+
+    def redact(self, exc: ProviderError) -> ProviderError:
+        """An upstream's error with any configured secret it echoed taken out (see `redaction`)."""
+        return self._redactor.provider_error(exc)
 
     async def complete(
         self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
@@ -265,7 +272,11 @@ class Executor:
         try:
             with self._tracing.attempt_span(deployment.key, trace.attempts):
                 async with asyncio.timeout(remaining):
-                    result = await self._leased(once, adapter, deployment, started)
+                    try:
+                        result = await self._leased(once, adapter, deployment, started)
+                    except ProviderError as exc:
+                        # Scrubbed before anything sees it: the span records it on the way out.
+                        raise self._redactor.provider_error(exc)  # noqa: B904 (the same exception)
         except TimeoutError:
             trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
             await self._breakers.record_failure(deployment.key)

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from gateway.body_limits import guard_body
 from gateway.errors import error_body
 from gateway.request_id import assign_request_id
 
@@ -49,7 +50,7 @@ class TollgateApp(FastAPI):
 async def _serve(endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) -> None:
     echoed = assign_request_id(scope)
     try:
-        response = await endpoint(Request(scope, receive))
+        response = await endpoint(Request(scope, guard_body(scope, receive)))
     except Exception:
         # The last line of defence: whatever escapes becomes an OpenAI-shaped 500, never a traceback.
         log.exception("unhandled error on the fast lane %s", scope["path"])

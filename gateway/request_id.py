@@ -7,18 +7,23 @@ import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.policy.keys import SCHEME, is_well_formed
+
 REQUEST_ID_KEY = "tollgate.request_id"
 CLIENT_REQUEST_ID_KEY = "tollgate.client_request_id"
 _MAX_CLIENT_ID = 128
 
 
 def client_request_id(raw: bytes | None) -> str | None:
-    """A client-sent id is echoed only if it is short printable ASCII; anything else is ignored."""
+    """A client-sent id is echoed only if it is short printable ASCII; anything else is ignored, and
+    so is a virtual key sent by mistake in this header, which would otherwise be stored in the
+    ledger and echoed back."""
     if not raw or len(raw) > _MAX_CLIENT_ID:
         return None
     if not all(0x21 <= b <= 0x7E for b in raw):
         return None
-    return raw.decode("ascii")
+    text = raw.decode("ascii")
+    return None if text.startswith(SCHEME) and is_well_formed(text) else text
 
 
 def assign_request_id(scope: Scope) -> bytes:

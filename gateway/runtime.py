@@ -27,12 +27,14 @@ from gateway.policy.budgets import Budgets, SpendLookup
 from gateway.policy.gate import PolicyGate
 from gateway.policy.key_store import KeyStore
 from gateway.policy.limits import RateLimits
+from gateway.redaction import Redactor
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.resilience.idempotency import IdempotencyKeys
 from gateway.response_cache import ResponseCache
 from gateway.router import Router
 from gateway.routing.classifier import ComplexityClassifier
+from gateway.routing.second_stage import load_classifier
 from gateway.semantic_cache import SemanticIndex
 from gateway.state.fallback import FallbackStateStore
 from gateway.state.memory import MemoryStateStore
@@ -96,7 +98,7 @@ class Runtime:
         ledger.start()
         store = create_state_store(config, environ)
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
-        classifier = ComplexityClassifier.load()
+        classifier = load_classifier(second_stage=config.routing.second_stage)
         fleets = Fleets(config)
         tracing = Tracing.from_settings(
             config.observability.otlp_endpoint, environ, service_name=config.observability.service_name
@@ -211,6 +213,7 @@ def _policy(
         config=config.resilience,
         fleets=fleets,
         tracing=tracing,
+        redactor=Redactor.from_config(config),
     )
     gate = PolicyGate(config, registry, budgets, limits)
     return prices, registry, adapters, executor, gate, Router(config.routing, registry, classifier)

@@ -19,8 +19,10 @@ def nano_to_usd(nano: int) -> Decimal:
 
 
 def format_usd(nano: int) -> str:
-    """Plain decimal dollars without exponent or trailing zeros: 8_700_000 -> '0.0087'."""
-    text = format(nano_to_usd(nano), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text or "0"
+    """Plain decimal dollars without exponent or trailing zeros: 8_700_000 -> '0.0087'. Integer
+    arithmetic: this runs for every answer's x-tollgate-cost-usd header."""
+    whole, fraction = divmod(abs(nano), NANO_PER_USD)
+    sign = "-" if nano < 0 else ""
+    if not fraction:
+        return f"{sign}{whole}"
+    return f"{sign}{whole}.{fraction:09d}".rstrip("0")

@@ -50,8 +50,21 @@ ERROR_KINDS = {
     "UnsupportedParamsError": "rejected",
 }
 
-# Keys of the client's body that the adapter sets itself.
-_OWN_KEYS = frozenset({"model", "messages", "stream", "stream_options"})
+# The client's fields that reach litellm: OpenAI's request parameters and nothing else. litellm's
+# own keyword arguments include where to connect and with what (`base_url`, `api_base`, `api_key`,
+# `extra_headers`, `aws_*`, `vertex_credentials`, ...), and a client `base_url` even beats the
+# configured `api_base` (litellm.main: `api_base=base_url or kwargs.get("api_base")`), which would send
+# the provider's credentials wherever the client points. So unknown fields are dropped, not passed.
+CHAT_PARAMS = frozenset(
+    {
+        "temperature", "top_p", "n", "stop", "max_tokens", "max_completion_tokens",
+        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
+        "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call",
+        "response_format", "seed", "reasoning_effort", "modalities", "audio", "prediction",
+        "service_tier", "web_search_options", "safety_identifier", "verbosity", "thinking",
+    }
+)  # fmt: skip
+EMBEDDING_PARAMS = frozenset({"input", "encoding_format", "dimensions", "user"})
 
 
 def load_litellm() -> Any:
@@ -107,7 +120,7 @@ class LiteLLMAdapter:
         return model
 
     def _chat_kwargs(self, request: ChatRequest, target: Target, *, stream: bool) -> JSON:
-        params = {key: value for key, value in request.body.items() if key not in _OWN_KEYS}
+        params = {key: value for key, value in request.body.items() if key in CHAT_PARAMS}
         kwargs: JSON = {**params, **self._options}
         kwargs.update(model=self._model(target), messages=request.messages, stream=stream)
         if stream:
@@ -127,7 +140,7 @@ class LiteLLMAdapter:
 
     async def embed(self, request: EmbeddingRequest, target: Target) -> Completion:
         litellm = load_litellm()
-        params = {key: value for key, value in request.body.items() if key != "model"}
+        params = {key: value for key, value in request.body.items() if key in EMBEDDING_PARAMS}
         try:
             response = await litellm.aembedding(**{**params, **self._options, "model": self._model(target)})
         except Exception as exc:

@@ -5,6 +5,7 @@ See `data/routing/README.md` for what the files hold, their licences and the cit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections import Counter
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.routing.features import FEATURE_NAMES, extract_features  # noqa: E402
+from gateway.routing.features import FEATURE_NAMES, extract_features, last_user_sample  # noqa: E402
 
 DATA_DIR = ROOT / "data" / "routing"
 DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
@@ -27,6 +28,8 @@ WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
 HELD_OUT_SOURCES = frozenset({"math500"})  # never fitted: the check on a source the model has not seen
 LENGTH = FEATURE_NAMES.index("prompt_tokens")
+# Embeddings take minutes to compute on a CPU, so they are kept outside the repository, keyed by text.
+EMBEDDING_CACHE = Path.home() / ".cache" / "tollgate" / "router-embeddings.npz"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Item:
     weak: float | None = None  # the weak model's quality on this item, outcome rows only
     strong: float | None = None
     difficulty: int | None = None  # MATH level
+    sample: str = ""  # what the text features read and the second stage embeds
 
 
 def load(data_dir: Path = DATA_DIR) -> tuple[list[Item], list[Item]]:
@@ -57,15 +61,17 @@ def _items(path: Path) -> list[Item]:
 
 def _item(row: dict[str, Any]) -> Item:
     scores = row.get("scores") or {}
+    body = {"messages": [{"role": "user", "content": row["prompt"]}]}
     return Item(
         id=row["id"],
         source=row["source"],
         split=row["split"],
         label=None if row["label"] is None else row["label"] == "complex",
-        features=extract_features({"messages": [{"role": "user", "content": row["prompt"]}]}),
+        features=extract_features(body),
         weak=scores.get(WEAK),
         strong=scores.get(STRONG),
         difficulty=row.get("difficulty_level"),
+        sample=last_user_sample(body),
     )
 
 
@@ -117,3 +123,23 @@ def source_weights(items: Sequence[Item]) -> np.ndarray:
 def length_scores(items: Sequence[Item]) -> list[float]:
     """The prompt-length-only baseline: the log of the approximate token count."""
     return [item.features[LENGTH] for item in items]
+
+
+def embeddings(items: Sequence[Item], *, cache: Path = EMBEDDING_CACHE) -> np.ndarray:
+    """MiniLM embeddings of the items' samples (one row each), by the gateway's own encoder, so
+    training sees what the router will. Computed once and cached by a hash of each text."""
+    keys = [hashlib.sha256(item.sample.encode()).hexdigest()[:20] for item in items]
+    known: dict[str, np.ndarray] = {}
+    if cache.exists():
+        with np.load(cache) as stored:
+            known = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
+    missing = sorted({k: i.sample for k, i in zip(keys, items, strict=True) if k not in known}.items())
+    if missing:
+        from gateway.routing.second_stage import MiniLMEncoder
+
+        print(f"embedding {len(missing)} texts with MiniLM (cached in {cache})", file=sys.stderr)
+        vectors = MiniLMEncoder().encode([text for _, text in missing])
+        known.update((k, np.array(v, dtype=np.float32)) for (k, _), v in zip(missing, vectors, strict=True))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
+    return np.stack([known[k] for k in keys]).astype(float)

@@ -1,4 +1,3 @@
-
 """The dev figures the routing issue asks for, computed for any scoring function, and their printout.
 
 Every figure comes from `gateway.routing.evaluation`, the code `tollgate route-eval` uses.

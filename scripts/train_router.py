@@ -1,10 +1,10 @@
-
 """Train the complexity classifier, write `gateway/routing/weights.json`, print the dev figures.
 
     .venv/bin/pip install numpy scipy                  # training only; the gateway never imports them
     .venv/bin/python scripts/train_router.py           # fit, report, write the weights
     .venv/bin/python scripts/train_router.py --check   # fit, report, exit 1 if the shipped file differs
     .venv/bin/python scripts/train_router.py --compare # also the reference models (needs scikit-learn)
+    .venv/bin/python scripts/train_router.py --second-stage  # also the MiniLM head (needs .[embed])
 
 Fits only `split == "train"` rows of `data/routing/` and measures on `split == "dev"` rows (the data,
 its licences and the citations we owe: `data/routing/README.md`). The model is a logistic regression
@@ -51,6 +51,7 @@ from router_data import (
     source_weights,
     training_rows,
 )
+from router_head import HEAD_PATH, fit_head, head_document
 from router_report import SEED, print_report, report
 from scipy.optimize import minimize  # type: ignore[import-untyped]
 
@@ -58,7 +59,7 @@ from gateway.routing import evaluation
 from gateway.routing.features import FEATURE_NAMES
 
 WEIGHTS_PATH = ROOT / "gateway" / "routing" / "weights.json"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 L2 = 1.0  # on standardised coefficients, against a log-loss summed over ~12k rows: a light touch
 
 # Logit per unit of the raw feature (clipped at CLIP units), for the features the data never or hardly
@@ -291,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=WEIGHTS_PATH, help="weights file to write or check")
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     parser.add_argument("--compare", action="store_true", help="also report reference models")
+    parser.add_argument(
+        "--second-stage", action="store_true", help="also fit the MiniLM head and write (or check) it"
+    )
+    parser.add_argument("--head-out", type=Path, default=HEAD_PATH, help="embedding head to write or check")
     args = parser.parse_args(argv)
 
     labelled, outcomes = load()
@@ -315,15 +320,20 @@ def main(argv: list[str] | None = None) -> int:
         compare(labelled, outcomes, rows)
 
     training = {"rows": len(rows), "dev": figures, "ablation": ablation, "held_out": held_out}
-    text = json.dumps(weights_document(model, threshold=threshold, training=training), indent=2) + "\n"
-    out: Path = args.out
-    if args.check:
-        same = out.exists() and out.read_text(encoding="utf-8") == text
-        print(f"{out}: {'identical to this run' if same else 'DIFFERS from this run'}")
-        return 0 if same else 1
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}")
-    return 0
+    files = {args.out: json.dumps(weights_document(model, threshold=threshold, training=training), indent=2)}
+    if args.second_stage:
+        head = fit_head(model.scores, rows, labelled, outcomes, cheap_threshold=threshold)
+        files[args.head_out] = json.dumps(head_document(head, version=VERSION), indent=1)
+    status = 0
+    for out, text in files.items():
+        if args.check:
+            same = out.exists() and out.read_text(encoding="utf-8") == text + "\n"
+            print(f"{out}: {'identical to this run' if same else 'DIFFERS from this run'}")
+            status |= not same
+        else:
+            out.write_text(text + "\n", encoding="utf-8")
+            print(f"wrote {out}")
+    return status
 
 
 if __name__ == "__main__":

@@ -231,11 +231,23 @@ class LedgerWriter:
             await asyncio.to_thread(self._spool.reject, refused)
 
 
+# PostgreSQL's own word that the server, not the rows, is the problem: connection exceptions (08),
+# insufficient resources (53), shutting down or starting up (57P01-57P03: a restart), system errors
+# (58), and serialization failures and deadlocks (40001, 40P01). During a restart asyncpg reports
+# these as plain DBAPIErrors; taken for the rows' fault, a replay set good rows aside as rejected.
+_TRANSIENT_SQLSTATES = ("08", "53", "57P01", "57P02", "57P03", "58", "40001", "40P01")
+
+
 def _transient(exc: BaseException) -> bool:
     """The database is away or the connection broke: waiting and retrying will help."""
     if isinstance(exc, _DB_ERRORS):
         return True
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated or _connection_broke(exc))
+    if not isinstance(exc, DBAPIError):
+        return False
+    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    if isinstance(state, str) and state.startswith(_TRANSIENT_SQLSTATES):
+        return True
+    return bool(exc.connection_invalidated or _connection_broke(exc))
 
 
 def _connection_broke(exc: DBAPIError) -> bool:

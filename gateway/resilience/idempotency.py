@@ -1,6 +1,7 @@
 """Idempotency keys: a repeated request (same key, same body) within the TTL gets the stored answer —
 no second upstream call, no second charge; a concurrent duplicate waits for the first; the same key
-with a different body is a client error."""
+with a different body is a client error. Keys belong to the caller's team: another team sending the
+same key (guessed, or just common, like "1") neither gets the stored answer nor collides with it."""
 
 from __future__ import annotations
 
@@ -47,12 +48,14 @@ class IdempotencyKeys:
         self._store = store
         self._ttl = ttl
 
-    async def claim(self, key: str, digest: str, *, wait_until: float) -> StoredResponse | None:
+    async def claim(
+        self, key: str, digest: str, *, wait_until: float, team: str | None = None
+    ) -> StoredResponse | None:
         """None when this request now owns the key; the stored answer when it is a repeat.
 
         A duplicate of a request still in flight waits for it until `wait_until` (monotonic).
         """
-        name = f"idem:{key}"
+        name = _name(team, key)
         while True:
             if await self._store.set_if_absent(name, _PENDING + digest.encode(), ttl=self._ttl):
                 return None
@@ -70,13 +73,21 @@ class IdempotencyKeys:
                 raise IdempotencyInFlight(f"a request with Idempotency-Key '{key}' is still in progress")
             await asyncio.sleep(_POLL_SECONDS)
 
-    async def complete(self, key: str, digest: str, response: StoredResponse) -> None:
+    async def complete(
+        self, key: str, digest: str, response: StoredResponse, *, team: str | None = None
+    ) -> None:
         record = orjson.dumps({"s": response.status, "h": response.headers, "b": response.body.decode()})
-        await self._store.set(f"idem:{key}", _DONE + digest.encode() + record, ttl=self._ttl)
+        await self._store.set(_name(team, key), _DONE + digest.encode() + record, ttl=self._ttl)
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, *, team: str | None = None) -> None:
         """The first request failed: let a retry of it run for real."""
-        await self._store.delete(f"idem:{key}")
+        await self._store.delete(_name(team, key))
+
+
+def _name(team: str | None, key: str) -> str:
+    # The team's length first, so no team name and key can spell another pair's name.
+    team = team or ""
+    return f"idem:{len(team)}:{team}:{key}"
 
 
 def _decode(record: bytes) -> StoredResponse:

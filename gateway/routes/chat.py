@@ -54,11 +54,12 @@ _MAX_IDEMPOTENCY_KEY = 255
 class _Idempotency:
     """The key a request holds while it runs, so its answer can be stored or the key released."""
 
-    __slots__ = ("digest", "key")
+    __slots__ = ("digest", "key", "team")
 
-    def __init__(self, key: str, digest: str) -> None:
+    def __init__(self, key: str, digest: str, team: str | None) -> None:
         self.key = key
         self.digest = digest
+        self.team = team
 
 
 async def chat_completions(request: Request) -> Response:
@@ -166,7 +167,8 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
             if await runtime.response_cache.put(lookup.key, CachedAnswer.from_completion(completion)):
                 remember(runtime, lookup, team=principal.team, model=model)
         if held is not None:
-            await runtime.idempotency.complete(held.key, held.digest, StoredResponse(200, headers, body))
+            stored = StoredResponse(200, headers, body)
+            await runtime.idempotency.complete(held.key, held.digest, stored, team=held.team)
         if runtime.config.ledger.store_bodies or gate.stores_bodies(principal.team):
             record.keep_bodies(raw, body, limit=runtime.config.ledger.body_max_bytes)
         return Response(body, media_type="application/json", headers=headers)
@@ -174,7 +176,7 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
         attribute(record, trace)
         if not handed_to_stream:
             if held is not None:
-                await runtime.idempotency.release(held.key)
+                await runtime.idempotency.release(held.key, team=held.team)
             if admitted is not None and record.status != 200:
                 await gate.abandon(admitted)
         return error_response(record, trace, exc, dialect)
@@ -267,9 +269,9 @@ async def _claim(
         )
     record.idempotency_key = key
     digest = fingerprint(raw)
-    stored = await runtime.idempotency.claim(key, digest, wait_until=deadline)
+    stored = await runtime.idempotency.claim(key, digest, wait_until=deadline, team=record.team)
     if stored is None:
-        return None, _Idempotency(key, digest)
+        return None, _Idempotency(key, digest, record.team)
     # A repeat: the stored answer, no upstream call, and a zero-cost row that says why.
     record.status = stored.status
     record.cache_status = "idempotent_replay"
@@ -314,6 +316,7 @@ async def _relay(
         yield end
         record.status = 200
     except ProviderError as exc:
+        runtime.executor.redact(exc)  # a mid-stream error is past the executor's own scrubbing
         status, _, error_type = describe(exc)
         record.fail(status=status, error_type=error_type, message=str(exc))
         yield encoder.error(exc)
@@ -341,6 +344,6 @@ async def _relay(
             if held is not None:
                 if record.status == 200 and sent is not None:
                     stored = StoredResponse(200, response_headers(record, trace), b"".join(sent))
-                    await runtime.idempotency.complete(held.key, held.digest, stored)
+                    await runtime.idempotency.complete(held.key, held.digest, stored, team=held.team)
                 else:
-                    await runtime.idempotency.release(held.key)
+                    await runtime.idempotency.release(held.key, team=held.team)

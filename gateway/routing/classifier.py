@@ -12,6 +12,7 @@ citations owed wherever the weights ship.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -119,6 +120,10 @@ class ComplexityClassifier:
     def score(self, body: dict[str, Any]) -> float:
         """The complexity score of a chat request body, in [0, 1]."""
         return self.score_features(extract_features(body))
+
+    def score_bodies(self, bodies: Sequence[dict[str, Any]]) -> list[float]:
+        """The scores of many bodies (the two-stage classifier batches its embeddings here)."""
+        return [self.score(body) for body in bodies]
 
     def score_features(self, features: list[float]) -> float:
         """The score of an `extract_features` vector."""

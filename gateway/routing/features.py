@@ -34,6 +34,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "math_notation",  # log1p of LaTeX / math marks (^ \ $) and spaced = and + signs
     "digits",  # share of bytes that are digits
     "numbers",  # log1p of distinct digit runs
+    "number_size",  # digits in the longest digit run, at most 12 (bigger numbers, harder arithmetic)
     "reasoning_cues",  # distinct reasoning cues ("prove", "derive", "step by step", ...)
     "multi_step",  # log1p of list items and sequencing words ("first", "then", "finally", ...)
     "conditionals",  # distinct conditional / hypothetical cues ("if", "suppose", "unless", ...)
@@ -170,6 +171,17 @@ def extract_features(body: dict[str, Any]) -> list[float]:
     ]
 
 
+def last_user_sample(body: dict[str, Any]) -> str:
+    """The part of the last user message the text features read (head and tail, `SAMPLE_CHARS` at
+    most): also what the optional second stage embeds, so both stages look at the same words."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _sample(message.get("content"), SAMPLE_CHARS, _TAIL_CHARS)
+    return ""
+
+
 def feature_dict(body: dict[str, Any]) -> dict[str, float]:
     """`extract_features` keyed by name, for tests and explanations (not the hot path)."""
     return dict(zip(FEATURE_NAMES, extract_features(body), strict=True))
@@ -224,7 +236,8 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
     multiline = b"\n" in raw
 
     digits = len(raw) - len(raw.translate(None, _DIGITS))
-    numbers = len(set(raw.translate(_ONLY_DIGITS).split())) if digits else 0
+    runs = set(raw.translate(_ONLY_DIGITS).split()) if digits else set()
+    numbers = len(runs)
     reasoning = len(words & _REASONING_WORDS)
     reasoning += sum(1 for key, phrase in _REASONING_PHRASES if key in words and phrase in low_all)
     constraints = len(words & _CONSTRAINT_WORDS)
@@ -243,6 +256,7 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
         ),
         digits / size,
         math.log1p(numbers),
+        float(min(max(map(len, runs), default=0), 12)),
         float(reasoning),
         math.log1p(len(_LIST_ITEM.findall(lines)) + len(words & _SEQUENCE_WORDS)),
         float(len(words & _CONDITIONAL_WORDS)),

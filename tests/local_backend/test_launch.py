@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import pathlib
 import shlex
 import subprocess
 
@@ -120,9 +121,9 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["local", *argv])
 
 
-def run(*argv: str) -> tuple[int, str, str]:
+def run(*argv: str, environ: dict[str, str] | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli_local.run(parse(*argv), out=out, err=err)
+    code = cli_local.run(parse(*argv), out=out, err=err, environ=environ or {})
     return code, out.getvalue(), err.getvalue()
 
 
@@ -149,4 +150,115 @@ def test_launch_cmd_prints_argv_as_json_and_refuses_bad_flags() -> None:
     assert json.loads(out)[:3] == ["vllm", "serve", "m"]
     code, out, err = run("launch-cmd", "m", "--gpu-memory-utilization", "2")
     assert (code, out) == (2, "")
+    assert "gpu_memory_utilization" in err
+
+
+CONFIG = """
+providers:
+  vllm-a: {type: vllm, base_url: "http://10.0.0.5:8001/v1"}
+  vllm-b: {type: vllm, base_url: "http://10.0.0.6:8002/v1"}
+  openai: {type: openai, base_url: "https://api.openai.com/v1", api_key: sk-test}
+models:
+  llama-local:
+    tier: local
+    context_window: 16384
+    deployments:
+      - {provider: vllm-a, model: llama-3.1-8b-instruct, gpu: {gpu_hour_usd: 2, gpus: 2, input_tokens_per_second: 9000, output_tokens_per_second: 1500}}
+      - {provider: vllm-b, model: llama-3.1-8b-instruct}
+    fleet: {max_num_seqs: 128}
+    launch:
+      model: /models/Llama-3.1-8B-Instruct
+      gpu_memory_utilization: 0.85
+      speculative: {model: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, num_speculative_tokens: 3, method: eagle3}
+  qwen-local:
+    provider: vllm-a
+    upstream_model: Qwen/Qwen3-8B
+  gpt:
+    provider: openai
+    upstream_model: gpt-4o
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: pathlib.Path) -> str:
+    path = tmp_path / "tollgate.yaml"
+    path.write_text(CONFIG)
+    return str(path)
+
+
+def argv_of(out: str) -> list[str]:
+    return shlex.split(out.replace('"${VLLM_API_KEY}"', "${VLLM_API_KEY}"))
+
+
+def test_launch_cmd_builds_the_command_from_the_configured_model(config_file: str) -> None:
+    code, out, err = run("launch-cmd", "llama-local", "--config", config_file)
+    assert (code, err) == (0, "")
+    argv = argv_of(out)
+    assert argv[:3] == ["vllm", "serve", "/models/Llama-3.1-8B-Instruct"]
+    # The server serves the name the gateway sends, on the port the gateway calls, with the context
+    # window, batch slots and GPUs the config prices and routes by.
+    assert argv[argv.index("--served-model-name") + 1] == "llama-3.1-8b-instruct"
+    assert argv[argv.index("--port") + 1] == "8001"
+    assert argv[argv.index("--max-model-len") + 1] == "16384"
+    assert argv[argv.index("--max-num-seqs") + 1] == "128"
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.85"
+    assert "--enable-prefix-caching" in argv
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
+        "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "num_speculative_tokens": 3,
+        "method": "eagle3",
+    }
+
+
+def test_flags_override_the_config_and_replica_picks_the_port(config_file: str) -> None:
+    code, out, _ = run(
+        "launch-cmd", "llama-local", "--replica", "1", "--max-model-len", "8192",
+        "--no-prefix-caching", "--num-speculative-tokens", "5", "--gpu-memory-utilization", "0.7",
+        environ={"TOLLGATE_CONFIG": config_file},
+    )  # fmt: skip
+    assert code == 0
+    argv = argv_of(out)
+    assert argv[argv.index("--port") + 1] == "8002"  # vllm-b's URL
+    assert argv[argv.index("--max-model-len") + 1] == "8192"
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.7"
+    assert "--no-enable-prefix-caching" in argv
+    speculative = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert speculative["num_speculative_tokens"] == 5
+    assert speculative["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"  # the rest stays configured
+    code, out, _ = run("launch-cmd", "llama-local", "--config", config_file, "--no-speculative")
+    assert "--speculative-config" not in argv_of(out)
+
+
+def test_a_vllm_model_without_a_launch_section_serves_its_upstream_id(config_file: str) -> None:
+    code, out, _ = run("launch-cmd", "qwen-local", "--config", config_file, "--argv", "--no-api-key")
+    assert code == 0
+    argv = json.loads(out)
+    assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-8B"]
+    assert argv[argv.index("--served-model-name") + 1] == "Qwen/Qwen3-8B"
+    assert "--max-model-len" not in argv  # context_window left at its default: the model's own
+    assert "--api-key" not in argv
+
+
+def test_managed_models_and_missing_replicas_are_refused(config_file: str) -> None:
+    code, out, err = run("launch-cmd", "gpt", "--config", config_file)
+    assert (code, out) == (2, "")
+    assert "not self-hosted" in err
+    code, _, err = run("launch-cmd", "llama-local", "--config", config_file, "--replica", "2")
+    assert code == 2
+    assert "--replica 2" in err
+
+
+def test_an_unconfigured_model_falls_back_to_flags_and_says_so(config_file: str) -> None:
+    code, out, err = run("launch-cmd", "mistralai/Mistral-7B-Instruct-v0.3", "--config", config_file)
+    assert code == 0
+    assert out.startswith("vllm serve mistralai/Mistral-7B-Instruct-v0.3 --port 8000 ")
+    assert "not a model in" in err
+
+
+def test_a_bad_config_file_is_reported(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("models: {x: {provider: p, launch: {gpu_memory_utilization: 3}}}\nproviders: {}\n")
+    code, out, err = run("launch-cmd", "x", "--config", str(path))
+    assert (code, out) == (1, "")
     assert "gpu_memory_utilization" in err

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from gateway.routing.features import FEATURE_NAMES, SAMPLE_CHARS, extract_features, feature_dict
+from gateway.routing.features import (
+    FEATURE_NAMES,
+    SAMPLE_CHARS,
+    extract_features,
+    feature_dict,
+    last_user_sample,
+)
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
@@ -49,6 +55,28 @@ def test_distinct_numbers() -> None:
     assert feature_dict(user("7 apples and 7 pears cost 12 dollars"))["numbers"] == pytest.approx(
         math.log1p(2)
     )
+
+
+def test_number_size_is_the_longest_digit_run_capped() -> None:
+    assert feature_dict(user("7 apples"))["number_size"] == 1.0
+    assert feature_dict(user("a 2 and a 48,750 and 3.14159"))["number_size"] == 5.0  # 14159
+    assert feature_dict(user("id " + "9" * 40))["number_size"] == 12.0
+    assert feature_dict(user("no numbers"))["number_size"] == 0.0
+
+
+def test_the_sample_is_the_last_user_message_head_and_tail() -> None:
+    body = {
+        "messages": [
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "an answer"},
+            {"role": "user", "content": [{"type": "text", "text": "H" * 5000 + "the real ask"}]},
+        ]
+    }
+    sample = last_user_sample(body)
+    assert sample.startswith("H") and sample.endswith("the real ask")
+    assert len(sample) <= SAMPLE_CHARS + 1  # head, a newline, tail
+    assert last_user_sample({"messages": [{"role": "system", "content": "x"}]}) == ""
+    assert last_user_sample({"messages": "nonsense"}) == ""
 
 
 def test_reasoning_steps_and_constraints() -> None:
