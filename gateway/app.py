@@ -31,14 +31,20 @@ log = logging.getLogger("tollgate")
 
 
 def create_app(
-    config: Config, *, environ: Mapping[str, str] | None = None, config_path: Path | None = None
+    config: Config,
+    *,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+    spool_dir: Path | None = None,
 ) -> FastAPI:
+    """`spool_dir` overrides `ledger.spool_dir` for this process alone (a worker's own slot), leaving
+    the config as the file says, so a reload compares like with like."""
     env = os.environ if environ is None else environ
     database_url = resolve_database_url(config.database.url, env)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime.start(config, database_url=database_url, environ=env)
+        runtime = Runtime.start(config, database_url=database_url, environ=env, spool_dir=spool_dir)
         await runtime.begin()
         app.state.runtime = runtime
         # Everything built so far (the price table alone is ~100k objects) lives as long as the

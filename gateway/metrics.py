@@ -69,6 +69,11 @@ class LedgerView(Protocol):
     def queue_depth(self) -> int: ...
 
     @property
+    def spool_dir(self) -> Path:
+        """This process's spool (a worker's own slot, not necessarily `ledger.spool_dir`)."""
+        ...
+
+    @property
     def written(self) -> int: ...
 
     @property
@@ -274,7 +279,7 @@ class Metrics:
             async with asyncio.timeout(_REFRESH_TIMEOUT):
                 circuits = await _circuits(source)
                 budgets = await _budgets(source)
-            spool, rejected = await asyncio.to_thread(_spool_bytes, Path(source.config.ledger.spool_dir))
+            spool, rejected = await asyncio.to_thread(_spool_bytes, ledger.spool_dir)
         except Exception as exc:  # a scrape must answer even while Redis or the disk does not
             self.refresh_errors.inc()
             log.warning("metrics: state gauges not refreshed (%s: %s)", type(exc).__name__, exc)

@@ -83,12 +83,19 @@ class Runtime:
     ledger: LedgerWriter
 
     @classmethod
-    def start(cls, config: Config, *, database_url: str, environ: Mapping[str, str]) -> Runtime:
+    def start(
+        cls,
+        config: Config,
+        *,
+        database_url: str,
+        environ: Mapping[str, str],
+        spool_dir: Path | None = None,
+    ) -> Runtime:
         http = create_http_client()
         engine = create_engine(database_url)
         ledger = LedgerWriter(
             engine,
-            spool=Spool(Path(config.ledger.spool_dir)),
+            spool=Spool(spool_dir or Path(config.ledger.spool_dir)),
             batch_size=config.ledger.batch_size,
             flush_interval=config.ledger.flush_interval_ms / 1000,
             max_queue=config.ledger.max_queue,

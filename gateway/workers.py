@@ -206,10 +206,11 @@ def create_worker_app() -> FastAPI:
         load_config(spec.config_path) if spec.config_path else embedded_config(os.environ, spec.sandbox_urls)
     )
     claim = claim_spool_slot(Path(config.ledger.spool_dir))
-    if claim.slot:
-        ledger = config.ledger.model_copy(update={"spool_dir": str(claim.directory)})
-        config = config.model_copy(update={"ledger": ledger})
-    app = create_app(config, config_path=Path(spec.config_path) if spec.config_path else None)
+    app = create_app(
+        config,
+        config_path=Path(spec.config_path) if spec.config_path else None,
+        spool_dir=claim.directory,
+    )
     app.state.spool_slot = claim  # the lock lives as long as the app
     if spec.metrics_dir:
         serve_shared_metrics(app, spec.metrics_dir)

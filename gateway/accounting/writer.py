@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
@@ -59,6 +60,10 @@ class LedgerWriter:
         self._replay_lock = asyncio.Lock()
         self.written = 0
         self.spooled = 0
+
+    @property
+    def spool_dir(self) -> Path:
+        return self._spool.directory
 
     @property
     def queue_depth(self) -> int:

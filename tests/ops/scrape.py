@@ -7,6 +7,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,6 +46,10 @@ class LedgerView:
     @property
     def written(self) -> int:
         return self.writer.written
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.writer.spool_dir
 
     @property
     def spooled(self) -> int:

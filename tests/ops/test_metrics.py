@@ -213,6 +213,7 @@ class FakeLedger:
     queue_depth: int = 0
     written: int = 0
     spooled: int = 0
+    spool_dir: Path = Path("./no-spool-here")
 
 
 @dataclass
@@ -272,7 +273,9 @@ def write_spool(spool: Path) -> None:
 
 async def test_ledger_gauges_spool_bytes_and_counters_follow_the_writer(source: FakeSource) -> None:
     write_spool(Path(source.config.ledger.spool_dir))
-    source.ledger = FakeLedger(database_down=True, queue_depth=42, written=5, spooled=3)
+    source.ledger = FakeLedger(
+        database_down=True, queue_depth=42, written=5, spooled=3, spool_dir=Path(source.config.ledger.spool_dir)
+    )
     metrics = Metrics()
     text = (await metrics.scrape(source)).decode()
     assert total(text, "tollgate_ledger_spool_bytes", state="pending") == 500
