@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -142,6 +143,9 @@ def _serve(args: argparse.Namespace) -> int:
     if problem:
         print(f"not starting: {problem}", file=sys.stderr)
         return 2
+    # uvicorn re-raises the SIGTERM it shut down on; under the default handler the process would die
+    # there, skipping this function's cleanup and orphaning the embedded sandbox emulators.
+    signal.signal(signal.SIGTERM, _unwind)
     with ExitStack() as stack:
         sandbox_urls: dict[str, str] = {}
         if path:
@@ -181,6 +185,10 @@ def _serve(args: argparse.Namespace) -> int:
 
         uvicorn.run(create_app(config, config_path=Path(path) if path else None), **options)
     return 0
+
+
+def _unwind(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _positive_int(text: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -57,8 +58,43 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
                 pytest.fail("gateway did not become ready:\n" + log.read_text())
             yield base, workdir, log
         finally:
+            emulators = _children(process.pid)
             process.terminate()
             process.wait(timeout=15)
+            left = _still_running(emulators)
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            assert not left, f"`tollgate serve` stopped by SIGTERM left {len(left)} sandbox emulators running"
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children, from /proc (the embedded default's sandbox emulators)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _still_running(pids: list[int], within: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while True:
+        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _not_zombie(pid)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_start_up_says_what_it_runs_on_in_one_line(served: tuple[str, Path, Path]) -> None:
