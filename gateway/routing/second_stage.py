@@ -162,7 +162,7 @@ class TwoStageClassifier(ComplexityClassifier):
             intercept=cheap.intercept,
             clip=cheap.clip,
             threshold=head.threshold,
-            version=f"{cheap.version}; second stage {head.version}",
+            version=f"{cheap.version} with head {head.version}",
             metadata=cheap.metadata,
         )
         self.head = head
