@@ -8,6 +8,7 @@ dependency injection or response-model validation.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
         record.stream = chat.stream
         record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
         record.tags = parse_tags(request_headers(request).get(TAGS_HEADER))
-        model = _route(runtime, gate, request, principal, chat, record)
+        model = await _route(runtime, gate, request, principal, chat, record)
         deadline = request_deadline(request, runtime, model)
         key = request_headers(request).get("idempotency-key")
         if key is not None:
@@ -185,7 +186,7 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
             close_record(runtime, record)
 
 
-def _route(
+async def _route(
     runtime: Runtime,
     gate: PolicyGate,
     request: Request,
@@ -195,9 +196,12 @@ def _route(
 ) -> Model:
     """`auto` goes through the complexity router; any other name is the model the client asked for."""
     if runtime.router.is_auto(chat.model):
-        route = runtime.router.route(
-            chat, forced=request_headers(request).get(TIER_HEADER), team=gate.team(principal)
-        )
+        router, forced, team = runtime.router, request_headers(request).get(TIER_HEADER), gate.team(principal)
+        if runtime.classifier.blocking:
+            # Off the event loop (torch releases the GIL while it computes): others are served meanwhile.
+            route = await asyncio.to_thread(router.route, chat, forced=forced, team=team)
+        else:
+            route = router.route(chat, forced=forced, team=team)
         record.route_reason, record.route_score = route.reason, route.score
         return route.model
     model = runtime.registry.resolve(chat.model)

@@ -45,6 +45,9 @@ class Assessment:
 class ComplexityClassifier:
     """Scores chat request bodies in [0, 1]; higher means the strong tier is more likely worth it."""
 
+    # Scoring costs microseconds: fine on the event loop. A subclass that runs a model says otherwise.
+    blocking = False
+
     def __init__(
         self,
         *,

@@ -153,6 +153,8 @@ class MiniLMEncoder:
 class TwoStageClassifier(ComplexityClassifier):
     """The cheap classifier's features and reasons, with the score refined by the embedding head."""
 
+    blocking = True  # MiniLM: tens of ms of CPU a request, so the router runs it in a thread
+
     def __init__(self, cheap: ComplexityClassifier, head: EmbeddingHead, encoder: Encoder) -> None:
         super().__init__(
             names=cheap.names,

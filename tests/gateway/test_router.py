@@ -3,6 +3,8 @@ constraints (context window, data policy, allowed tiers) come before cost."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -112,3 +114,49 @@ def test_team_policy_limits_the_tiers(
         assert local_only.status_code == 200 and local_only.headers["x-tollgate-tier"] == "local"
         refused = ask(server, EASY, authorization=f"Bearer {thrifty}", **{"x-tollgate-tier": "frontier"})
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "tier_not_allowed"
+
+
+class _SlowModel:
+    """A classifier that runs a model (as the MiniLM second stage does): 0.6 s of blocking work."""
+
+    blocking = True
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.threshold = real.threshold
+
+    def assess(self, body: dict[str, Any], *, top: int = 3) -> Any:
+        time.sleep(0.6)
+        return self._real.assess(body, top=top)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_classifier_that_runs_a_model_does_not_stall_other_requests(routed: GatewayServer) -> None:
+    runtime = routed.runtime
+    real = runtime.classifier
+    slow = _SlowModel(real)
+    key, _ = routed.call(runtime.keys.create("slow-router", "s"))
+    runtime.classifier = runtime.router._classifier = slow  # type: ignore[assignment]
+    try:
+
+        async def both() -> tuple[float, float]:
+            headers = {"authorization": f"Bearer {key}"}  # open mode may be over: keys exist
+            async with httpx.AsyncClient(base_url=routed.base_url, timeout=20, headers=headers) as http:
+                started = time.monotonic()
+
+                async def timed(body: dict[str, Any]) -> float:
+                    assert (await http.post("/v1/chat/completions", json=body)).status_code == 200
+                    return time.monotonic() - started
+
+                routed_auto = asyncio.create_task(timed({"model": "auto", "messages": EASY}))
+                await asyncio.sleep(0.1)
+                named = await timed({"model": "gpt-4o-mini", "messages": EASY})
+                return await routed_auto, named
+
+        auto_took, named_took = asyncio.run(both())
+    finally:
+        runtime.classifier = runtime.router._classifier = real  # type: ignore[assignment]
+    assert auto_took >= 0.6
+    assert named_took < 0.5, "a request that needs no classifier waited for the one that did"
