@@ -21,6 +21,7 @@ DAY = "day"
 MONTH = "month"
 _DAY_TTL = 3 * 86_400.0
 _MONTH_TTL = 62 * 86_400.0
+_RECHECK_SECONDS = 60.0
 
 
 class BudgetExceeded(GatewayError):
@@ -61,12 +62,15 @@ class Budgets:
         self._spent = spent
         self._clock = clock
         self._seeded: set[str] = set()
+        self._rechecked: dict[str, float] = {}
 
     async def reserve(self, budgets: list[Budget], amount: int) -> Reservation:
         reservation = Reservation(amount=amount)
         for budget in budgets:
-            key, ttl = await self._counter(budget)
+            key, ttl, fresh = await self._counter(budget)
             granted, total = await self._store.reserve(key, amount, limit=budget.limit_nano, ttl=ttl)
+            if granted and total <= amount and not fresh:
+                granted, total = await self._recount(budget, key, ttl, amount, total)
             if granted:
                 reservation.held.append((key, budget))
                 continue
@@ -98,18 +102,47 @@ class Budgets:
             await self._store.incr(key, -reservation.amount)
         reservation.held = []
 
-    async def _counter(self, budget: Budget) -> tuple[str, float]:
+    async def _recount(
+        self, budget: Budget, key: str, ttl: float, amount: int, total: int
+    ) -> tuple[bool, int]:
+        """The counter was empty before this reservation although it was seeded: either nothing has
+        been spent yet, or the store lost it (Redis restarted without persistence), which would
+        otherwise hand the team its whole budget again. The ledger says which; asked at most once a
+        minute per counter, so a team that only ever spends nothing costs no query per request."""
+        now = self._clock()
+        if now - self._rechecked.get(key, float("-inf")) < _RECHECK_SECONDS:
+            return True, total
+        self._rechecked[key] = now
+        if len(self._rechecked) > 100_000:
+            self._rechecked = {key: now}
+        first, last = self._period(budget)
+        spent = await self._spent(budget.owner, first, last)
+        if spent <= 0:
+            return True, total
+        total = await self._store.incr(key, spent, ttl=ttl)
+        if total <= budget.limit_nano:
+            return True, total
+        await self._store.incr(key, -amount)  # over the limit after all: this reservation is not held
+        return False, total - amount
+
+    def _period(self, budget: Budget) -> tuple[date, date]:
         today = datetime.fromtimestamp(self._clock(), UTC).date()
+        return (today, today) if budget.period == DAY else (today.replace(day=1), today)
+
+    async def _counter(self, budget: Budget) -> tuple[str, float, bool]:
+        """The counter's key and TTL, seeded from the ledger the first time this process uses it
+        (and whether that happened now)."""
+        first, last = self._period(budget)
         if budget.period == DAY:
-            key, ttl, first, last = f"budget:{budget.owner}:d:{today.isoformat()}", _DAY_TTL, today, today
+            key, ttl = f"budget:{budget.owner}:d:{first.isoformat()}", _DAY_TTL
         else:
-            first = today.replace(day=1)
-            key, ttl, last = f"budget:{budget.owner}:m:{first:%Y-%m}", _MONTH_TTL, today
-        if key not in self._seeded:
-            if await self._store.get(key) is None:
-                spent = await self._spent(budget.owner, first, last)
-                await self._store.set_if_absent(key, str(spent).encode(), ttl=ttl)
-            self._seeded.add(key)
-            if len(self._seeded) > 100_000:  # periods roll over; forget old ones
-                self._seeded = {key}
-        return key, ttl
+            key, ttl = f"budget:{budget.owner}:m:{first:%Y-%m}", _MONTH_TTL
+        if key in self._seeded:
+            return key, ttl, False
+        if await self._store.get(key) is None:
+            spent = await self._spent(budget.owner, first, last)
+            await self._store.set_if_absent(key, str(spent).encode(), ttl=ttl)
+        self._seeded.add(key)
+        if len(self._seeded) > 100_000:  # periods roll over; forget old ones
+            self._seeded = {key}
+        return key, ttl, True
