@@ -59,5 +59,8 @@ def visible_prefix(text: str) -> str | None:
 
 
 def secrets_equal(presented: str, expected: str) -> bool:
-    """Compare two secrets in time independent of where they first differ."""
-    return hmac.compare_digest(presented.encode(), expected.encode())
+    """Compare two secrets in time independent of where they first differ, and of their lengths:
+    both sides are hashed first, so only equal-length digests are ever compared."""
+    return hmac.compare_digest(
+        hashlib.sha256(presented.encode()).digest(), hashlib.sha256(expected.encode()).digest()
+    )
