@@ -20,9 +20,9 @@ from providers.errors import (
     UpstreamUnavailable,
     parse_retry_after,
 )
-from providers.http import HTTPFailure, Timeouts, UpstreamHTTP, post
+from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import DONE, SSEDecoder
-from providers.streaming import error_from_exception, open_stream
+from providers.streaming import error_from_exception, fetch, open_stream
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
 
 
@@ -193,15 +193,15 @@ class OpenAICompatAdapter:
         return await self._post_json(self._embeddings_url, content, expect="data")
 
     async def _post_json(self, url: str, content: bytes, *, expect: str) -> Completion:
-        try:
-            answer = await post(
-                self._client, url, content=content, headers=self._headers, timeouts=self._timeouts
-            )
-        except HTTPFailure as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        if answer.status >= 400:
-            raise error_from_response(answer.status, answer.headers, answer.body, provider=self.name)
-        body = answer.body
+        body = await fetch(
+            self._client,
+            url,
+            content=content,
+            headers=self._headers,
+            timeouts=self._timeouts,
+            provider=self.name,
+            error_from_response=error_from_response,
+        )
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError as exc:

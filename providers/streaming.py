@@ -1,5 +1,6 @@
-"""Opening an upstream stream the same way for every adapter: send, map a transport failure, and
-turn an error status into the adapter's own `ProviderError` before any event is read."""
+"""Calling an upstream the same way for every adapter: send, map a transport failure, and turn an
+error status into the adapter's own `ProviderError`, for a whole answer (`fetch`) or before any event
+of a stream is read (`open_stream`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from providers.http import (
     Timeouts,
     UpstreamHTTP,
     UpstreamResponse,
+    post,
 )
 
 ErrorFromResponse = Callable[..., ProviderError]
@@ -23,6 +25,26 @@ def error_from_exception(exc: HTTPFailure, *, provider: str) -> ProviderError:
     if isinstance(exc, ConnectTimedOut | ReadTimedOut):
         return UpstreamTimeout(f"{provider} timed out: {exc}", provider=provider)
     return UpstreamUnreachable(f"{provider} unreachable: {exc}", provider=provider)
+
+
+async def fetch(
+    client: UpstreamHTTP,
+    url: str,
+    *,
+    content: bytes,
+    headers: dict[str, str],
+    timeouts: Timeouts,
+    provider: str,
+    error_from_response: ErrorFromResponse,
+) -> bytes:
+    """A successful answer's whole body."""
+    try:
+        answer = await post(client, url, content=content, headers=headers, timeouts=timeouts)
+    except HTTPFailure as exc:
+        raise error_from_exception(exc, provider=provider) from exc
+    if answer.status >= 400:
+        raise error_from_response(answer.status, answer.headers, answer.body, provider=provider)
+    return answer.body
 
 
 async def open_stream(

@@ -42,6 +42,18 @@ class Assessment:
         return ", ".join(f"{name} {value:+.2f}" for name, value in self.reasons)
 
 
+def read_weights(path: str | Path | None, *, shipped: str, what: str) -> Any:
+    """JSON from `path`, or the file of that name shipped in this package."""
+    try:
+        if path is None:
+            raw = resources.files("gateway.routing").joinpath(shipped).read_bytes()
+        else:
+            raw = Path(path).read_bytes()
+        return orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise WeightsError(f"cannot read {what}: {exc}") from exc
+
+
 class ComplexityClassifier:
     """Scores chat request bodies in [0, 1]; higher means the strong tier is more likely worth it."""
 
@@ -88,15 +100,7 @@ class ComplexityClassifier:
     @classmethod
     def load(cls, path: str | Path | None = None) -> ComplexityClassifier:
         """Read weights from `path`, or from the file shipped in this package."""
-        try:
-            if path is None:
-                raw = resources.files("gateway.routing").joinpath(WEIGHTS_FILE).read_bytes()
-            else:
-                raw = Path(path).read_bytes()
-            data = orjson.loads(raw)
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise WeightsError(f"cannot read complexity weights: {exc}") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(read_weights(path, shipped=WEIGHTS_FILE, what="complexity weights"))
 
     @classmethod
     def from_dict(cls, data: Any) -> ComplexityClassifier:

@@ -22,13 +22,10 @@ import math
 import operator
 import os
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
-from gateway.routing.classifier import Assessment, ComplexityClassifier, WeightsError
+from gateway.routing.classifier import Assessment, ComplexityClassifier, WeightsError, read_weights
 from gateway.routing.features import last_user_sample
 
 HEAD_FILE = "embedding_head.json"
@@ -76,15 +73,7 @@ class EmbeddingHead:
     @classmethod
     def load(cls, path: str | Path | None = None) -> EmbeddingHead:
         """Read the head from `path`, or from the file shipped in this package."""
-        try:
-            if path is None:
-                raw = resources.files("gateway.routing").joinpath(HEAD_FILE).read_bytes()
-            else:
-                raw = Path(path).read_bytes()
-            data = orjson.loads(raw)
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise WeightsError(f"cannot read the embedding head: {exc}") from exc
-        return cls.from_dict(data)
+        return cls.from_dict(read_weights(path, shipped=HEAD_FILE, what="the embedding head"))
 
     @classmethod
     def from_dict(cls, data: Any) -> EmbeddingHead:

@@ -14,9 +14,9 @@ from providers.anthropic.errors import error_from_response
 from providers.anthropic.stream import AnthropicStreamDecoder
 from providers.anthropic.translate import from_anthropic_response, from_anthropic_usage, to_anthropic_request
 from providers.errors import ProviderError, UpstreamBadResponse
-from providers.http import HTTPFailure, Timeouts, UpstreamHTTP, post
+from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import ServerSentEvent, SSEDecoder
-from providers.streaming import error_from_exception, open_stream
+from providers.streaming import error_from_exception, fetch, open_stream
 from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -75,15 +75,16 @@ class AnthropicAdapter:
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = self._payload(request, target, stream=False)
-        try:
-            response = await post(
-                self._client, self._url, content=content, headers=self._headers, timeouts=self._timeouts
-            )
-        except HTTPFailure as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        if response.status >= 400:
-            raise error_from_response(response.status, response.headers, response.body, provider=self.name)
-        obj = self._parse(response.body)
+        raw = await fetch(
+            self._client,
+            self._url,
+            content=content,
+            headers=self._headers,
+            timeouts=self._timeouts,
+            provider=self.name,
+            error_from_response=error_from_response,
+        )
+        obj = self._parse(raw)
         try:
             body = from_anthropic_response(obj, created=int(time.time()))
         except ProviderError as exc:

@@ -16,9 +16,9 @@ from providers.gemini.embeddings import from_gemini_embeddings, to_gemini_embedd
 from providers.gemini.errors import error_from_response
 from providers.gemini.stream import GeminiStreamDecoder
 from providers.gemini.translate import from_gemini_response, from_gemini_usage, to_gemini_request
-from providers.http import HTTPFailure, Timeouts, UpstreamHTTP, post
+from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import SSEDecoder
-from providers.streaming import error_from_exception, open_stream
+from providers.streaming import error_from_exception, fetch, open_stream
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -120,15 +120,16 @@ class GeminiAdapter:
             raise
 
     async def _post(self, url: str, content: bytes) -> Any:
-        try:
-            response = await post(
-                self._client, url, content=content, headers=self._headers, timeouts=self._timeouts
-            )
-        except HTTPFailure as exc:
-            raise error_from_exception(exc, provider=self.name) from exc
-        if response.status >= 400:
-            raise error_from_response(response.status, response.headers, response.body, provider=self.name)
-        return self._parse(response.body)
+        body = await fetch(
+            self._client,
+            url,
+            content=content,
+            headers=self._headers,
+            timeouts=self._timeouts,
+            provider=self.name,
+            error_from_response=error_from_response,
+        )
+        return self._parse(body)
 
     def _parse(self, data: bytes) -> Any:
         try:
