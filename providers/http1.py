@@ -21,184 +21,17 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import version
-from typing import cast
 from urllib.parse import urlsplit
 
 import certifi
-import httptools
 
-from providers.http import (
-    ConnectFailed,
-    ConnectionBroke,
-    ConnectTimedOut,
-    ReadTimedOut,
-    Timeouts,
-)
+from providers.http import ConnectFailed, ConnectTimedOut, Timeouts
+from providers.http1_connection import Connection
 
-_HIGH_WATER = 1 << 20  # pause reading from the upstream past 1 MiB unread by the caller
-_LOW_WATER = 1 << 18
 _USER_AGENT = f"tollgate/{version('tollgate')}"
 _MAX_ROUTES = 4096
-
-
-class _Connection(asyncio.Protocol):
-    """One TCP (or TLS) connection and the answer currently arriving on it."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_lost: Callable[[_Connection], None]) -> None:
-        self._loop = loop
-        self._on_lost = on_lost
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.idle_since = 0.0
-        self._reset()
-
-    def _reset(self) -> None:
-        self.parser = httptools.HttpResponseParser(self)
-        self.status = 0
-        self.headers: dict[str, str] = {}
-        self.body: deque[bytes] = deque()
-        self.buffered = 0
-        self.head_done = False
-        self.complete = False
-        self.keep_alive = False
-        self.error: Exception | None = None
-        self.received = False
-        self.delimited = False  # Content-Length or chunked: the end is not the connection's end
-        self.paused = False
-        self._informational = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    # -- asyncio.Protocol -------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-
-    def data_received(self, data: bytes) -> None:
-        self.received = True
-        if self.complete:  # bytes nobody asked for: this connection cannot be trusted again
-            self.keep_alive = False
-            self.abort()
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(ConnectionBroke(f"upstream answered with something that is not HTTP/1.1: {exc}"))
-            self.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if not self.complete:
-            if self.head_done and not self.delimited:
-                self.complete = True  # a body delimited by the connection's end has ended
-            elif not self.received:
-                self._fail(ConnectionBroke("the upstream closed the connection before answering"))
-            else:
-                reason = f": {exc}" if exc else ""
-                self._fail(ConnectionBroke(f"the upstream closed the connection mid-answer{reason}"))
-        self.keep_alive = False
-        self._wake()
-        self._on_lost(self)
-
-    def pause_writing(self) -> None:  # a large body to a slow upstream: the transport buffers it
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    # -- httptools callbacks ----------------------------------------------------------------
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        if key == "content-length" or (key == "transfer-encoding" and "chunked" in text.lower()):
-            self.delimited = True
-        previous = self.headers.get(key)
-        self.headers[key] = text if previous is None else f"{previous}, {text}"
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if 100 <= status < 200:  # 1xx: another head follows
-            self._informational = True
-            self.headers = {}
-            self.delimited = False
-            return
-        self.status = status
-        self.head_done = True
-        self._wake()
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(body)
-        self.buffered += len(body)
-        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self._wake()
-
-    def on_message_complete(self) -> None:
-        if self._informational:
-            self._informational = False
-            return
-        self.complete = True
-        self.keep_alive = self.parser.should_keep_alive()
-        self._wake()
-
-    # -- for the client ---------------------------------------------------------------------
-
-    def prepare(self) -> None:
-        """Ready for the next exchange on this (kept-alive) connection."""
-        self._reset()
-
-    def send(self, head: bytes, content: bytes) -> None:
-        assert self.transport is not None
-        self.transport.writelines((head, content))
-
-    def take(self) -> bytes | None:
-        """Whatever body has arrived, or None when nothing is waiting."""
-        if not self.body:
-            return None
-        data = self.body.popleft() if len(self.body) == 1 else b"".join(self.body)
-        self.body.clear()
-        self.buffered = 0
-        if self.paused and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
-        return data
-
-    async def wait(self, within: float) -> None:
-        """Until something happens on this connection: head, body, end or failure."""
-        waiter = self._loop.create_future()
-        self._waiter = waiter
-        timer = self._loop.call_later(within, _expire, waiter, within)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-
-    def abort(self) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.abort()
-
-    def close(self) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.close()
-
-    def _fail(self, error: Exception) -> None:
-        if self.error is None:
-            self.error = error
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
-def _expire(waiter: asyncio.Future[None], timeout: float) -> None:
-    if not waiter.done():
-        waiter.set_exception(ReadTimedOut(f"no answer from the upstream within {timeout:g} s"))
 
 
 class _Pool:
@@ -217,12 +50,12 @@ class _Pool:
     ) -> None:
         self._host, self._port, self._tls = host, port, tls
         self._limit, self._max_idle, self._expiry, self._pool_timeout = limit, max_idle, expiry, pool_timeout
-        self._idle: list[_Connection] = []
+        self._idle: list[Connection] = []
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self.closed = False
 
-    async def acquire(self, connect_timeout: float) -> _Connection:
+    async def acquire(self, connect_timeout: float) -> Connection:
         deadline: float | None = None
         while True:
             now = time.monotonic()
@@ -251,13 +84,13 @@ class _Pool:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
-    async def _connect(self, within: float) -> _Connection:
+    async def _connect(self, within: float) -> Connection:
         loop = asyncio.get_running_loop()
         self._open += 1
         try:
             async with asyncio.timeout(within):
                 _, conn = await loop.create_connection(
-                    lambda: _Connection(loop, self._lost),
+                    lambda: Connection(loop, self._lost),
                     self._host,
                     self._port,
                     ssl=self._tls,
@@ -265,9 +98,7 @@ class _Pool:
                 )
         except TimeoutError:
             self._slot_freed()
-            raise ConnectTimedOut(
-                f"connecting to {self._host}:{self._port} took over {within:g} s"
-            ) from None
+            raise ConnectTimedOut(f"connecting to {self._host}:{self._port} took over {within:g} s") from None
         except OSError as exc:  # refused, unreachable, DNS (gaierror), TLS (SSLError)
             self._slot_freed()
             raise ConnectFailed(
@@ -278,7 +109,7 @@ class _Pool:
             raise
         return conn
 
-    def release(self, conn: _Connection) -> None:
+    def release(self, conn: Connection) -> None:
         """An answer read to its end: keep the connection for the next request if it can be."""
         if self.closed or not conn.keep_alive or conn.closed or len(self._idle) >= self._max_idle:
             conn.close()
@@ -287,7 +118,7 @@ class _Pool:
         self._idle.append(conn)
         self._wake_one()
 
-    def _lost(self, conn: _Connection) -> None:
+    def _lost(self, conn: Connection) -> None:
         self._slot_freed()
 
     def _slot_freed(self) -> None:
@@ -401,7 +232,7 @@ class Http1Response:
 
     __slots__ = ("_conn", "_done", "_pool", "_read_timeout", "headers", "status")
 
-    def __init__(self, conn: _Connection, pool: _Pool, read_timeout: float) -> None:
+    def __init__(self, conn: Connection, pool: _Pool, read_timeout: float) -> None:
         self._conn = conn
         self._pool = pool
         self._read_timeout = read_timeout

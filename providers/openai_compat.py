@@ -22,7 +22,7 @@ from providers.errors import (
 )
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import DONE, SSEDecoder
-from providers.streaming import error_from_exception, fetch, open_stream
+from providers.streaming import UpstreamCalls, error_from_exception
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
 
 
@@ -171,15 +171,16 @@ class OpenAICompatAdapter:
         prompt_cache_key: bool = False,
     ) -> None:
         self.name = name
-        self._client = client
         self._prompt_cache_key = prompt_cache_key
         # Connect fast or fail over; a long answer may legitimately take minutes to finish.
-        self._timeouts = Timeouts.for_total(timeout)
         self._chat_url = base_url.rstrip("/") + "/chat/completions"
         self._embeddings_url = base_url.rstrip("/") + "/embeddings"
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
+        self._calls = UpstreamCalls(
+            client, self._headers, Timeouts.for_total(timeout), name, error_from_response
+        )
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = to_openai_body(request, target, stream=False, cache_key_ok=self._prompt_cache_key)
@@ -193,15 +194,7 @@ class OpenAICompatAdapter:
         return await self._post_json(self._embeddings_url, content, expect="data")
 
     async def _post_json(self, url: str, content: bytes, *, expect: str) -> Completion:
-        body = await fetch(
-            self._client,
-            url,
-            content=content,
-            headers=self._headers,
-            timeouts=self._timeouts,
-            provider=self.name,
-            error_from_response=error_from_response,
-        )
+        body = await self._calls.fetch(url, content)
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -216,15 +209,7 @@ class OpenAICompatAdapter:
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         content = to_openai_body(request, target, stream=True, cache_key_ok=self._prompt_cache_key)
-        response = await open_stream(
-            self._client,
-            self._chat_url,
-            content=content,
-            headers=self._headers,
-            timeouts=self._timeouts,
-            provider=self.name,
-            error_from_response=error_from_response,
-        )
+        response = await self._calls.open_stream(self._chat_url, content)
         try:
             decoder = SSEDecoder()
             async for raw in response.chunks():

@@ -5,6 +5,7 @@ of a stream is read (`open_stream`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnreachable
 from providers.http import (
@@ -27,47 +28,43 @@ def error_from_exception(exc: HTTPFailure, *, provider: str) -> ProviderError:
     return UpstreamUnreachable(f"{provider} unreachable: {exc}", provider=provider)
 
 
-async def fetch(
-    client: UpstreamHTTP,
-    url: str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeouts: Timeouts,
-    provider: str,
-    error_from_response: ErrorFromResponse,
-) -> bytes:
-    """A successful answer's whole body."""
-    try:
-        answer = await post(client, url, content=content, headers=headers, timeouts=timeouts)
-    except HTTPFailure as exc:
-        raise error_from_exception(exc, provider=provider) from exc
-    if answer.status >= 400:
-        raise error_from_response(answer.status, answer.headers, answer.body, provider=provider)
-    return answer.body
+@dataclass(frozen=True, slots=True)
+class UpstreamCalls:
+    """How one adapter calls its upstream: its client, headers, timeouts and error dialect, fixed at
+    construction so each call names only the URL and the body."""
 
+    client: UpstreamHTTP
+    headers: dict[str, str]
+    timeouts: Timeouts
+    provider: str
+    error_from_response: ErrorFromResponse
 
-async def open_stream(
-    client: UpstreamHTTP,
-    url: str,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-    timeouts: Timeouts,
-    provider: str,
-    error_from_response: ErrorFromResponse,
-) -> UpstreamResponse:
-    """A response whose body is still to be read; the caller closes it. Failures raise, closed."""
-    try:
-        response = await client.send(url, content=content, headers=headers, timeouts=timeouts)
-    except HTTPFailure as exc:
-        raise error_from_exception(exc, provider=provider) from exc
-    if response.status >= 400:
+    async def fetch(self, url: str, content: bytes) -> bytes:
+        """A successful answer's whole body."""
         try:
-            body = await response.read()
+            answer = await post(
+                self.client, url, content=content, headers=self.headers, timeouts=self.timeouts
+            )
         except HTTPFailure as exc:
-            raise error_from_exception(exc, provider=provider) from exc
-        finally:
-            await response.aclose()
-        raise error_from_response(response.status, response.headers, body, provider=provider)
-    return response
+            raise error_from_exception(exc, provider=self.provider) from exc
+        if answer.status >= 400:
+            raise self.error_from_response(answer.status, answer.headers, answer.body, provider=self.provider)
+        return answer.body
+
+    async def open_stream(self, url: str, content: bytes) -> UpstreamResponse:
+        """A response whose body is still to be read; the caller closes it. Failures raise, closed."""
+        try:
+            response = await self.client.send(
+                url, content=content, headers=self.headers, timeouts=self.timeouts
+            )
+        except HTTPFailure as exc:
+            raise error_from_exception(exc, provider=self.provider) from exc
+        if response.status >= 400:
+            try:
+                body = await response.read()
+            except HTTPFailure as exc:
+                raise error_from_exception(exc, provider=self.provider) from exc
+            finally:
+                await response.aclose()
+            raise self.error_from_response(response.status, response.headers, body, provider=self.provider)
+        return response

@@ -16,7 +16,7 @@ from providers.anthropic.translate import from_anthropic_response, from_anthropi
 from providers.errors import ProviderError, UpstreamBadResponse
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import ServerSentEvent, SSEDecoder
-from providers.streaming import error_from_exception, fetch, open_stream
+from providers.streaming import UpstreamCalls, error_from_exception
 from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -46,15 +46,16 @@ class AnthropicAdapter:
         cache_min_tokens_by_model: Mapping[str, int] | None = None,
     ) -> None:
         self.name = name
-        self._client = client
         self._cache_min_tokens = dict(cache_min_tokens_by_model or {})
-        self._timeouts = Timeouts.for_total(timeout)
         root = base_url.rstrip("/")
         self._url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
         self._headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         self._headers.update(headers or {})
         if api_key:
             self._headers["x-api-key"] = api_key
+        self._calls = UpstreamCalls(
+            client, self._headers, Timeouts.for_total(timeout), name, error_from_response
+        )
         self._default_max_tokens = default_max_tokens
         self._max_tokens_by_model = dict(max_tokens_by_model or {})
 
@@ -75,15 +76,7 @@ class AnthropicAdapter:
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = self._payload(request, target, stream=False)
-        raw = await fetch(
-            self._client,
-            self._url,
-            content=content,
-            headers=self._headers,
-            timeouts=self._timeouts,
-            provider=self.name,
-            error_from_response=error_from_response,
-        )
+        raw = await self._calls.fetch(self._url, content)
         obj = self._parse(raw)
         try:
             body = from_anthropic_response(obj, created=int(time.time()))
@@ -96,15 +89,7 @@ class AnthropicAdapter:
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         content = self._payload(request, target, stream=True)
-        response = await open_stream(
-            self._client,
-            self._url,
-            content=content,
-            headers=self._headers,
-            timeouts=self._timeouts,
-            provider=self.name,
-            error_from_response=error_from_response,
-        )
+        response = await self._calls.open_stream(self._url, content)
         try:
             decoder = AnthropicStreamDecoder(
                 model=target.upstream_model, created=int(time.time()), provider=self.name

@@ -18,7 +18,7 @@ from providers.gemini.stream import GeminiStreamDecoder
 from providers.gemini.translate import from_gemini_response, from_gemini_usage, to_gemini_request
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import SSEDecoder
-from providers.streaming import error_from_exception, fetch, open_stream
+from providers.streaming import UpstreamCalls, error_from_exception
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -45,13 +45,14 @@ class GeminiAdapter:
         timeout: float | None = None,
     ) -> None:
         self.name = name
-        self._client = client
-        self._timeouts = Timeouts.for_total(timeout)
         root = base_url.rstrip("/")
         self._root = root if root.endswith("/v1beta") else root + "/v1beta"
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["x-goog-api-key"] = api_key
+        self._calls = UpstreamCalls(
+            client, self._headers, Timeouts.for_total(timeout), name, error_from_response
+        )
 
     def _url(self, target: Target, method: str) -> str:
         return f"{self._root}/{model_path(target.upstream_model)}:{method}"
@@ -79,15 +80,7 @@ class GeminiAdapter:
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         payload = self._translate(to_gemini_request, request.body)
         url = self._url(target, "streamGenerateContent") + "?alt=sse"
-        response = await open_stream(
-            self._client,
-            url,
-            content=payload,
-            headers=self._headers,
-            timeouts=self._timeouts,
-            provider=self.name,
-            error_from_response=error_from_response,
-        )
+        response = await self._calls.open_stream(url, payload)
         try:
             decoder = GeminiStreamDecoder(
                 id=_completion_id(), created=int(time.time()), model=target.upstream_model, provider=self.name
@@ -120,15 +113,7 @@ class GeminiAdapter:
             raise
 
     async def _post(self, url: str, content: bytes) -> Any:
-        body = await fetch(
-            self._client,
-            url,
-            content=content,
-            headers=self._headers,
-            timeouts=self._timeouts,
-            provider=self.name,
-            error_from_response=error_from_response,
-        )
+        body = await self._calls.fetch(url, content)
         return self._parse(body)
 
     def _parse(self, data: bytes) -> Any:
