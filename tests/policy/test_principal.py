@@ -110,7 +110,7 @@ async def test_anything_else_is_a_401_in_openais_shape(keys: KeyStore, headers: 
     assert error["type"] == "authentication_error" and error["code"] == "invalid_api_key"
     presented = presented_key(headers)
     if presented:
-        assert presented.split("_")[-1] not in error["message"]  # the secret is never echoed
+        assert presented.split("_", 1)[-1] not in error["message"]  # the secret is never echoed
 
 
 async def test_revoked_and_expired_keys_say_why(keys: KeyStore, team: str) -> None:
@@ -121,7 +121,7 @@ async def test_revoked_and_expired_keys_say_why(keys: KeyStore, team: str) -> No
         with pytest.raises(AuthenticationError, match=why) as refused:
             await auth(bearer(plaintext), keys)
         assert error_of(refused.value)[0] == 401
-        assert plaintext.split("_")[-1] not in refused.value.message
+        assert plaintext.split("_", 1)[-1] not in refused.value.message
 
 
 async def test_open_mode_lets_anyone_in_until_the_first_key_exists(empty_keys: KeyStore) -> None:
