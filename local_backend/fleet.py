@@ -115,11 +115,17 @@ class Replica:
             self.tokens_per_s = self._ewma(self.tokens_per_s, tokens_per_s)
         self.observed_at = self._clock()
 
-    def record_snapshot(self, snapshot: Snapshot | None) -> None:
-        """A scrape's result; None when `/metrics` failed (load then rests on in-flight counts)."""
+    def record_snapshot(self, snapshot: Snapshot | None, *, in_flight_at_send: int | None = None) -> None:
+        """A scrape's result; None when `/metrics` failed (load then rests on in-flight counts).
+
+        `in_flight_at_send` is the gateway's in-flight count when the scrape was sent. The gauges
+        were read at some point of the scrape's round trip; a request that finished during it must
+        not stay counted as running until the next scrape (a sequential client would then see its
+        prefix's replica as busy and be moved off it), so the correction counts from the send.
+        """
         self.previous = self.snapshot if snapshot is not None else None
         self.snapshot = snapshot
-        self._in_flight_at_scrape = self.in_flight
+        self._in_flight_at_scrape = self.in_flight if in_flight_at_send is None else in_flight_at_send
 
     def record_probe(self, ok: bool, *, unhealthy_after: int) -> None:
         """One `/health` result: a success makes the replica healthy at once; `unhealthy_after`
@@ -288,6 +294,7 @@ class Fleet:
         replica.record_probe(ok, unhealthy_after=self.unhealthy_after)
         if not ok:
             return
+        in_flight_at_send = replica.in_flight
         try:
             async with asyncio.timeout(self.probe_timeout_s):
                 snapshot = await scrape(client, f"{replica.base_url}/metrics")
@@ -297,7 +304,7 @@ class Fleet:
                     "scraping %s/metrics failed (%r): load rests on in-flight counts", replica.base_url, exc
                 )
             snapshot = None
-        replica.record_snapshot(snapshot)
+        replica.record_snapshot(snapshot, in_flight_at_send=in_flight_at_send)
 
 
 __all__ = [

@@ -68,6 +68,18 @@ def test_requests_finished_since_the_scrape_drain_the_queue_first() -> None:
     assert (occupancy.running, occupancy.waiting) == (7, 0)
 
 
+def test_a_request_that_finished_while_the_scrape_was_in_flight_is_not_left_running() -> None:
+    # The scrape was sent with one request in flight; the replica rendered its gauges while that
+    # request still ran; the request finished before the scrape's answer was recorded.
+    r = replica(capacity=2)
+    r.acquire()
+    sent_with = r.in_flight
+    r.release()
+    r.record_snapshot(snapshot(running=1, waiting=0), in_flight_at_send=sent_with)
+    assert (r.occupancy().running, r.occupancy().waiting) == (0, 0)
+    assert load(r) == 0.0
+
+
 def test_without_a_snapshot_the_gateways_own_count_is_the_load() -> None:
     r = replica(capacity=2)
     for _ in range(3):
