@@ -1,0 +1,56 @@
+"""Estimated rows (a stream cut before usage arrived) count the prompt exactly with o200k_base:
+the lean loader must agree token for token with tiktoken's own public Encoding."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from typing import Any
+
+import pytest
+import tiktoken
+
+from gateway.accounting.estimate import _PER_MESSAGE_TOKENS, count_tokens, estimate_usage
+
+TEXTS = [
+    "",
+    "hello",
+    "The quick brown fox jumps over the lazy dog. " * 50,
+    "def f(x: int) -> int:\n    return x ** 2  # squared\n",
+    "Prompt with a special token <|endoftext|> and <|endofprompt|> in it",
+    "数学の問題を解いてください。日本語のテキスト。",
+    '{"key": [1, 2, 3.14159], "nested": {"a": null}}',
+    "emoji 🚀🔥 and accents: café naïve façade",
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> tiktoken.Encoding:
+    directory = importlib.metadata.distribution("litellm").locate_file(
+        "litellm/litellm_core_utils/tokenizers"
+    )
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
+    try:
+        return tiktoken.get_encoding("o200k_base")
+    finally:
+        del os.environ["TIKTOKEN_CACHE_DIR"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_prompt_text_is_counted_exactly_as_tiktoken_counts_it(
+    reference: tiktoken.Encoding, text: str
+) -> None:
+    assert count_tokens(text) == len(reference.encode(text, disallowed_special=()))
+
+
+def test_an_estimated_usage_counts_message_framing_and_the_answer_by_length(
+    reference: tiktoken.Encoding,
+) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": TEXTS[2]},
+        {"role": "user", "content": [{"type": "text", "text": TEXTS[3]}]},
+    ]
+    usage = estimate_usage(messages, generated_chars=10)
+    content = sum(len(reference.encode(t, disallowed_special=())) for t in (TEXTS[2], TEXTS[3]))
+    assert usage.prompt_tokens == content + 3 * _PER_MESSAGE_TOKENS
+    assert usage.completion_tokens == 3  # 10 characters at four a token, rounded up
