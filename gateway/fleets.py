@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import Config, FleetConfig, OpenAICompatibleProvider
 from gateway.models import Deployment, Model
 from local_backend.choice import rank
 from local_backend.fleet import Fleet, Replica
 from local_backend.spillover import should_spill
+
+if TYPE_CHECKING:
+    import httpx
 
 # Affinity reads about the first thousand characters of a prompt (16 blocks of 64).
 _PREFIX_CHARS = 1024
@@ -46,6 +47,8 @@ class Fleets:
         are GETs off the request path, where httpx's conveniences cost nothing that matters."""
         if not self._fleets:
             return
+        import httpx  # only a gateway with a fleet pays for it
+
         self._probes = httpx.AsyncClient(timeout=httpx.Timeout(5.0), follow_redirects=False, trust_env=False)
         for fleet, spec in self._fleets.values():
             await fleet.start(self._probes, spec.scrape_interval_seconds)

@@ -22,11 +22,13 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from local_backend.affinity import DEFAULT_POLICY, AffinityPolicy
 from local_backend.metrics import Snapshot, prefix_cache_hit_rate, scrape
+
+if TYPE_CHECKING:  # the probe client is httpx; imported at run time only once a fleet starts
+    import httpx
 
 log = logging.getLogger("tollgate.local_backend")
 
@@ -281,12 +283,14 @@ class Fleet:
                 log.exception("scraping the %s fleet failed", self.model)
 
     async def _probe(self, client: httpx.AsyncClient, replica: Replica) -> None:
+        from httpx import HTTPError
+
         # vLLM's --api-key guards only /v1 paths, so /health and /metrics need no credentials.
         try:
             async with asyncio.timeout(self.probe_timeout_s):
                 response = await client.get(f"{replica.base_url}/health")
             ok = response.is_success
-        except (httpx.HTTPError, TimeoutError, OSError):
+        except (HTTPError, TimeoutError, OSError):
             ok = False
         except Exception:
             log.exception("probing %s failed unexpectedly", replica.base_url)

@@ -4,7 +4,7 @@ the body whole or chunk by chunk, and close early to cancel.
 Adapters depend on this narrow interface rather than on a client library so the gateway can use
 the cheapest client that does the job (`providers.http1`, a pooled HTTP/1.1 client on asyncio;
 httpx plus aiohttp cost three times its CPU per upstream call, measured) while tests and unusual
-deployments can still bring an `httpx.AsyncClient` (`HttpxUpstream`).
+deployments can still bring an `httpx.AsyncClient` (`providers.httpx_upstream`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
-
-import httpx
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,66 +94,3 @@ async def post(
     finally:
         await response.aclose()
     return Answer(response.status, response.headers, body)
-
-
-class HttpxUpstream:
-    """Any `httpx.AsyncClient` as an upstream client: tests bring `httpx.MockTransport` this way."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
-
-    async def send(
-        self, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
-    ) -> UpstreamResponse:
-        timeout = httpx.Timeout(timeouts.read, connect=timeouts.connect)
-        request = self._client.build_request(
-            "POST", url, content=content, headers=dict(headers), timeout=timeout
-        )
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise _failure(exc) from exc
-        return _HttpxResponse(response)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
-class _HttpxResponse:
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
-
-    @property
-    def status(self) -> int:
-        return self._response.status_code
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._response.headers
-
-    async def read(self) -> bytes:
-        try:
-            return await self._response.aread()
-        except httpx.HTTPError as exc:
-            raise _failure(exc) from exc
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.aiter_bytes():
-                yield chunk
-        except httpx.HTTPError as exc:
-            raise _failure(exc) from exc
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
-
-
-def _failure(exc: httpx.HTTPError) -> HTTPFailure:
-    message = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-        return ConnectTimedOut(message)
-    if isinstance(exc, httpx.TimeoutException):
-        return ReadTimedOut(message)
-    if isinstance(exc, httpx.ConnectError):
-        return ConnectFailed(message)
-    return ConnectionBroke(message)

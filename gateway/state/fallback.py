@@ -7,16 +7,13 @@ from __future__ import annotations
 import logging
 import time
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from gateway.errors import GatewayError
 from gateway.state.memory import MemoryStateStore
 from gateway.state.store import BucketResult, StateStore
 
 log = logging.getLogger("tollgate.state")
 
-_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError, OSError)
+_UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
 _LOG_EVERY_SECONDS = 10.0
 
 
@@ -29,8 +26,13 @@ class StateUnavailable(GatewayError):
 class FallbackStateStore:
     """Wraps the shared store; every operation falls back to local memory (or fails) when it is away."""
 
-    def __init__(self, shared: StateStore, *, fail_open: bool) -> None:
+    def __init__(
+        self, shared: StateStore, *, fail_open: bool, unreachable: tuple[type[BaseException], ...] = ()
+    ) -> None:
+        """`unreachable`: the shared store's own errors that mean "away" (redis-py's are not
+        builtin ConnectionError/TimeoutError); passed in so this module does not import its client."""
         self._shared = shared
+        self._unreachable = (*unreachable, *_UNREACHABLE)
         self._local = MemoryStateStore()
         self._fail_open = fail_open
         self._down_since: float | None = None
@@ -73,7 +75,7 @@ class FallbackStateStore:
     async def get(self, key: str) -> bytes | None:
         try:
             value = await self._shared.get(key)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             return await self._failed(exc).get(key)
         self._recovered()
         return value
@@ -81,7 +83,7 @@ class FallbackStateStore:
     async def get_many(self, keys: list[str]) -> list[bytes | None]:
         try:
             values = await self._shared.get_many(keys)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             return await self._failed(exc).get_many(keys)
         self._recovered()
         return values
@@ -89,7 +91,7 @@ class FallbackStateStore:
     async def set(self, key: str, value: bytes, *, ttl: float | None = None) -> None:
         try:
             await self._shared.set(key, value, ttl=ttl)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             await self._failed(exc).set(key, value, ttl=ttl)
             return
         self._recovered()
@@ -97,7 +99,7 @@ class FallbackStateStore:
     async def set_if_absent(self, key: str, value: bytes, *, ttl: float | None = None) -> bool:
         try:
             claimed = await self._shared.set_if_absent(key, value, ttl=ttl)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             return await self._failed(exc).set_if_absent(key, value, ttl=ttl)
         self._recovered()
         return claimed
@@ -105,7 +107,7 @@ class FallbackStateStore:
     async def delete(self, key: str) -> None:
         try:
             await self._shared.delete(key)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             await self._failed(exc).delete(key)
             return
         self._recovered()
@@ -113,7 +115,7 @@ class FallbackStateStore:
     async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
         try:
             total = await self._shared.incr(key, amount, ttl=ttl)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             return await self._failed(exc).incr(key, amount, ttl=ttl)
         self._recovered()
         return total
@@ -123,7 +125,7 @@ class FallbackStateStore:
     ) -> tuple[bool, int]:
         try:
             result = await self._shared.reserve(key, amount, limit=limit, ttl=ttl)
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             return await self._failed(exc).reserve(key, amount, limit=limit, ttl=ttl)
         self._recovered()
         return result
@@ -135,7 +137,7 @@ class FallbackStateStore:
             result = await self._shared.take(
                 key, capacity=capacity, refill_per_second=refill_per_second, amount=amount, force=force
             )
-        except _UNREACHABLE as exc:
+        except self._unreachable as exc:
             return await self._failed(exc).take(
                 key, capacity=capacity, refill_per_second=refill_per_second, amount=amount, force=force
             )

@@ -8,8 +8,12 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.state.store import BucketResult
+
+# What means "Redis is away" (not a bad command): the fallback store's cue to fail open or closed.
+UNREACHABLE: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError)
 
 _INCR = """
 if redis.call('EXISTS', KEYS[1]) == 0 then

@@ -23,7 +23,7 @@ from providers.errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
-from providers.http import HttpxUpstream
+from providers.httpx_upstream import HttpxUpstream
 from providers.types import ChatRequest, StreamChunk, Target
 
 TARGET = Target("claude", "claude-sonnet-4-5")

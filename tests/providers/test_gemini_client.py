@@ -24,7 +24,7 @@ from providers.errors import (
     UpstreamUnreachable,
 )
 from providers.gemini import GeminiAdapter
-from providers.http import HttpxUpstream
+from providers.httpx_upstream import HttpxUpstream
 from providers.types import ChatRequest, EmbeddingRequest, StreamChunk, Target
 
 TARGET = Target("gemini", "gemini-2.5-flash")

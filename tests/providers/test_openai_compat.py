@@ -19,7 +19,7 @@ from providers.errors import (
     UpstreamUnreachable,
     parse_retry_after,
 )
-from providers.http import HttpxUpstream
+from providers.httpx_upstream import HttpxUpstream
 from providers.openai_compat import OpenAICompatAdapter, from_openai_usage, to_openai_body
 from providers.types import ChatRequest, Target
 
