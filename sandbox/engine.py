@@ -191,10 +191,15 @@ class Engine:
             finally:
                 stats.waiting -= 1
         stats.running += 1
+        held = 0
         try:
             stats.queue.observe(time.monotonic() - queued)
-            yield Run(stats, self.plan(request), instant=self.profile.instant)
+            plan = self.plan(request)
+            # The KV cache a running request occupies: its prompt and every choice's output.
+            held = self.cache.hold(plan.prompt_tokens + sum(c.tokens for c in plan.choices))
+            yield Run(stats, plan, instant=self.profile.instant)
         finally:
+            self.cache.release(held)
             stats.running -= 1
             if self._slots is not None:
                 self._slots.release()

@@ -39,14 +39,29 @@ class PrefixCache:
         self.block_size = block_size
         self.capacity_blocks = capacity_blocks
         self._blocks: OrderedDict[int, None] = OrderedDict()
+        self._held = 0
 
     def __len__(self) -> int:
         return len(self._blocks)
 
     @property
     def usage(self) -> float:
-        """Fraction of the capacity holding blocks (0-1), vLLM's kv_cache_usage_perc."""
-        return len(self._blocks) / self.capacity_blocks
+        """vLLM's kv_cache_usage_perc (0-1): the share of blocks that running requests hold.
+
+        Blocks kept only for the prefix cache do not count: vLLM returns a finished request's
+        blocks to its free queue with their hashes (evictable, still hittable) and reports
+        1 - free / total, so an idle replica reads ~0 however warm its cache is.
+        """
+        return min(self._held / self.capacity_blocks, 1.0)
+
+    def hold(self, tokens: int) -> int:
+        """A running request takes the blocks for `tokens`; returns how many, for `release`."""
+        blocks = -(-tokens // self.block_size)
+        self._held += blocks
+        return blocks
+
+    def release(self, blocks: int) -> None:
+        self._held = max(self._held - blocks, 0)
 
     def match(self, tokens: Sequence[str], *, insert: bool = True) -> int:
         """Return how many leading tokens are cached, then store the prompt's full blocks.

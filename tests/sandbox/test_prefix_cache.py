@@ -34,10 +34,9 @@ def test_lru_evicts_oldest_blocks() -> None:
     cache.match(tokens(64))
     cache.match(tokens(64, start=1000))
     assert len(cache) == 4
-    assert cache.usage == 1.0
     assert cache.match(tokens(64)) == 0
     cache.clear()
-    assert cache.usage == 0.0
+    assert len(cache) == 0
 
 
 def test_openai_policy_reports_128_token_steps_from_1024() -> None:
@@ -47,3 +46,13 @@ def test_openai_policy_reports_128_token_steps_from_1024() -> None:
     assert policy.reported(1184) == 1152
     assert policy.reported(1008) == 0
     assert CachePolicy().reported(1184) == 1184
+
+
+def test_usage_counts_what_running_requests_hold_not_the_warm_cache() -> None:
+    cache = PrefixCache(capacity_blocks=10)
+    cache.match(tokens(160))  # ten blocks cached by a finished request
+    assert cache.usage == 0.0  # as vLLM: cached blocks sit in the free queue, evictable
+    held = cache.hold(33)  # a running request: 33 tokens -> 3 blocks
+    assert held == 3 and cache.usage == 0.3
+    cache.release(held)
+    assert cache.usage == 0.0
