@@ -28,6 +28,9 @@ def test_example_config_validates_with_keys_set() -> None:
     assert config.providers["openai"].api_key is not None
     assert config.providers["openai"].api_key.get_secret_value() == "sk-1"
     assert "sk-1" not in repr(config)
+    launch = config.models["llama-3.1-8b-instruct"].launch
+    assert launch is not None and launch.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (config.server.header_timeout_seconds, config.server.max_headers) == (10, 128)
 
 
 @pytest.mark.parametrize(
