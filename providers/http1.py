@@ -181,7 +181,7 @@ class Http1Client:
             conn.send(head, content)
             while not conn.head_done:
                 if conn.error is not None:
-                    raise conn.error
+                    raise conn.take_error()
                 await conn.wait(timeouts.read)
         except BaseException:
             conn.abort()
@@ -262,7 +262,7 @@ class Http1Response:
                     self._finish()
                     return None
                 if conn.error is not None:
-                    raise conn.error
+                    raise conn.take_error()
                 await conn.wait(self._read_timeout)
             return None
         except BaseException:

@@ -31,7 +31,7 @@ class Connection(asyncio.Protocol):
         self._reset()
 
     def _reset(self) -> None:
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self.status = 0
         self.headers: dict[str, str] = {}
         self.body: deque[bytes] = deque()
@@ -57,6 +57,8 @@ class Connection(asyncio.Protocol):
             self.keep_alive = False
             self.abort()
             return
+        if self.parser is None:
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -76,6 +78,10 @@ class Connection(asyncio.Protocol):
         self.keep_alive = False
         self._wake()
         self._on_lost(self)
+        # The parser holds this protocol's bound methods and the transport holds the protocol: drop
+        # both, or every closed connection waits for the cycle collector (one per upstream error).
+        self.parser = None
+        self.transport = None
 
     def pause_writing(self) -> None:  # a large body to a slow upstream: the transport buffers it
         pass
@@ -94,6 +100,7 @@ class Connection(asyncio.Protocol):
         self.headers[key] = text if previous is None else f"{previous}, {text}"
 
     def on_headers_complete(self) -> None:
+        assert self.parser is not None  # called by the parser itself
         status = self.parser.get_status_code()
         if 100 <= status < 200:  # 1xx: another head follows
             self._informational = True
@@ -117,7 +124,7 @@ class Connection(asyncio.Protocol):
             self._informational = False
             return
         self.complete = True
-        self.keep_alive = self.parser.should_keep_alive()
+        self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
         self._wake()
 
     # -- for the client ---------------------------------------------------------------------
@@ -152,6 +159,13 @@ class Connection(asyncio.Protocol):
         finally:
             timer.cancel()
             self._waiter = None
+
+    def take_error(self) -> Exception:
+        """The failure, handed over to be raised. Not kept: once raised, its traceback holds the
+        caller's frame, which holds this connection, and a stored copy would close that cycle."""
+        error, self.error = self.error, None
+        assert error is not None
+        return error
 
     def abort(self) -> None:
         if self.transport is not None and not self.closed:
