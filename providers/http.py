@@ -66,6 +66,11 @@ class UpstreamResponse(Protocol):
         """Done with it; an unfinished body closes the connection, which cancels the upstream call."""
         ...
 
+    async def finish(self) -> None:
+        """Done with it after the last event the caller needs (e.g. a stream's `[DONE]`): unlike
+        `aclose`, the upstream is not cancelled and the connection may be kept for reuse."""
+        ...
+
 
 class UpstreamHTTP(Protocol):
     async def send(

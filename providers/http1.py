@@ -32,6 +32,8 @@ from providers.http1_connection import Connection
 
 _USER_AGENT = f"tollgate/{version('tollgate')}"
 _MAX_ROUTES = 4096
+# How long a finished stream's connection may take to end its body before it is closed instead.
+_FINISH_WITHIN = 5.0
 
 
 class _Pool:
@@ -280,6 +282,25 @@ class Http1Response:
         if not self._done:
             self._done = True
             self._conn.abort()
+
+    async def finish(self) -> None:
+        """The caller has what it needs (a stream's final event); the rest of the body, usually
+        just the end of its chunked encoding, is discarded. The connection goes back to the pool
+        when the body ends, without the caller waiting for it; one that does not end promptly or
+        fails is closed. Closing it instead would cost every stream a new connection (and, to a
+        managed API, a TLS handshake on the next request's time to first token)."""
+        if self._done:
+            return
+        self._done = True
+        conn = self._conn
+        if conn.error is not None or conn.closed:
+            conn.abort()
+        elif conn.complete:
+            conn.take()
+            self._pool.release(conn)
+        else:
+            pool = self._pool
+            conn.when_complete(lambda: pool.release(conn), within=_FINISH_WITHIN)
 
 
 def _head(prefix: str, headers: Mapping[str, str], length: int) -> bytes:

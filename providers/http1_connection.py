@@ -45,6 +45,7 @@ class Connection(asyncio.Protocol):
         self.paused = False
         self._informational = False
         self._waiter: asyncio.Future[None] | None = None
+        self._on_complete: Callable[[], None] | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -126,6 +127,9 @@ class Connection(asyncio.Protocol):
         self.complete = True
         self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
         self._wake()
+        if self._on_complete is not None:
+            on_complete, self._on_complete = self._on_complete, None
+            on_complete()
 
     # -- for the client ---------------------------------------------------------------------
 
@@ -159,6 +163,22 @@ class Connection(asyncio.Protocol):
         finally:
             timer.cancel()
             self._waiter = None
+
+    def when_complete(self, callback: Callable[[], None], *, within: float) -> None:
+        """`callback` once the answer has ended, if it ends within `within` seconds; otherwise,
+        or if the connection fails first, the connection is aborted and `callback` never runs."""
+        self.body.clear()  # the caller wants none of the rest
+        self.buffered = 0
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        timer = self._loop.call_later(within, self.abort)
+
+        def done() -> None:
+            timer.cancel()
+            callback()
+
+        self._on_complete = done
 
     def take_error(self) -> Exception:
         """The failure, handed over to be raised. Not kept: once raised, its traceback holds the

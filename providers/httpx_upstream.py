@@ -70,6 +70,9 @@ class _HttpxResponse:
     async def aclose(self) -> None:
         await self._response.aclose()
 
+    async def finish(self) -> None:
+        await self._response.aclose()
+
 
 def _failure(exc: httpx.HTTPError) -> HTTPFailure:
     message = f"{type(exc).__name__}: {exc}"

@@ -215,6 +215,7 @@ class OpenAICompatAdapter:
             async for raw in response.chunks():
                 for event in decoder.feed(raw):
                     if event.data == DONE:
+                        await response.finish()  # keep the connection: the upstream is done
                         return
                     yield from_openai_chunk(event.data)
             for event in decoder.flush():

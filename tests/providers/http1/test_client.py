@@ -273,6 +273,64 @@ async def test_leaving_early_closes_the_connection_so_the_upstream_stops(
     await asyncio.wait_for(upstream.closed.wait(), 2)
 
 
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+DONE_CHUNK = b"e\r\ndata: [DONE]\n\n\r\n"
+
+
+@pytest.mark.parametrize("terminator_later", [False, True], ids=["same-read", "later"])
+async def test_a_finished_stream_keeps_its_connection_for_the_next_request(
+    serve: Callable[..., Awaitable[Upstream]], client: Http1Client, terminator_later: bool
+) -> None:
+    """After a stream's `[DONE]` the caller calls finish(); the body's end (`0\r\n\r\n`) may come
+    in the same read or after, and either way the next request goes on the same connection."""
+    requests = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        while True:
+            await read_request(reader)
+            requests += 1
+            if terminator_later:
+                writer.write(STREAM_HEAD + DONE_CHUNK)
+                await writer.drain()
+                await asyncio.sleep(0.05)
+                writer.write(b"0\r\n\r\n")
+            else:
+                writer.write(STREAM_HEAD + DONE_CHUNK + b"0\r\n\r\n")
+            await writer.drain()
+
+    upstream = await serve(handler)
+    for _ in range(3):
+        response = await client.send(upstream.url(), content=b"{}", headers={}, timeouts=FAST)
+        async for chunk in response.chunks():
+            assert b"[DONE]" in chunk
+            await response.finish()
+            break
+        await response.aclose()  # what the adapter's `finally` does: a no-op after finish()
+        if terminator_later:
+            await asyncio.sleep(0.1)  # the end arrives; the connection returns to the pool
+    assert (requests, upstream.connections) == (3, 1)
+
+
+async def test_a_finished_stream_whose_body_never_ends_is_closed(
+    serve: Callable[..., Awaitable[Upstream]], client: Http1Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("providers.http1._FINISH_WITHIN", 0.1)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(STREAM_HEAD + DONE_CHUNK)  # and never the end of the body
+        await writer.drain()
+        await reader.read()  # returns when the client closes
+
+    upstream = await serve(handler)
+    response = await client.send(upstream.url(), content=b"{}", headers={}, timeouts=FAST)
+    async for _ in response.chunks():
+        await response.finish()
+        break
+    await asyncio.wait_for(upstream.closed.wait(), 2)  # closed after _FINISH_WITHIN, not kept
+
+
 async def test_a_cancelled_caller_closes_the_connection(
     serve: Callable[..., Awaitable[Upstream]], client: Http1Client
 ) -> None:
