@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway.accounting.estimate import estimate_usage
 from gateway.accounting.record import RequestRecord
@@ -25,6 +25,7 @@ from gateway.headers import request_headers
 from gateway.models import Model
 from gateway.policy.gate import Admitted, PolicyGate
 from gateway.policy.principal import Principal, authenticate
+from gateway.relay_response import RelayResponse
 from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.resilience.idempotency import StoredResponse, fingerprint
 from gateway.response_cache import CachedAnswer, from_stream, replay_chunks
@@ -141,7 +142,7 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
                 model,
                 lookup if lookup.status == MISS else None,
             )
-            return StreamingResponse(
+            return RelayResponse(
                 _relay(flight, dialect.encoder(chat), first, chunks),
                 media_type="text/event-stream",
                 headers={
