@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     # Anything else (--quick, --requests, --duration, ...) goes to both bench runs unchanged.
     with tempfile.TemporaryDirectory(prefix="tollgate-compare-") as tmp:
         tollgate = run_bench("Tollgate", passthrough, Path(tmp) / "tollgate.json")
-        command = SERVE_LITELLM + (f" --litellm {args.litellm}" if args.litellm != DEFAULT_LITELLM else "")
+        # Absolute: the proxy is started from the gateway's own working directory, not this one.
+        command = SERVE_LITELLM + f" --litellm {shlex.quote(str(args.litellm.resolve()))}"
         litellm = run_bench("LiteLLM", [*passthrough, "--gateway-cmd", command], Path(tmp) / "litellm.json")
     report = render(tollgate, litellm)
     print(report)
