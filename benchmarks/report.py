@@ -7,6 +7,7 @@ exits 0 whatever the numbers say, because on a shared 2-core box numbers are evi
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ class Row:
     target: str
     result: str
     values: dict[str, Any] = field(default_factory=dict)
+    spread: str = ""  # the added figure per interleaved block: median [min, max]
 
 
 def _ms(value: float | None) -> str:
@@ -96,8 +98,11 @@ def _added_rows(
 ) -> Row:
     if pair is None:
         return Row(label, "-", "-", "-", f"added <= {limit} ms", "not run")
-    direct = summarize(pair.direct.ttfts_ns if ttft else pair.direct.latencies_ns)
-    gateway = summarize(pair.gateway.ttfts_ns if ttft else pair.gateway.latencies_ns)
+    direct_ns = pair.direct.ttfts_ns if ttft else pair.direct.latencies_ns
+    gateway_ns = pair.gateway.ttfts_ns if ttft else pair.gateway.latencies_ns
+    direct = summarize(direct_ns)
+    gateway = summarize(gateway_ns)
+    per_block = block_added(pair, direct_ns, gateway_ns, pick, ttft=ttft)
     d = pick(direct) if direct else None
     g = pick(gateway) if gateway else None
     added = g - d if d is not None and g is not None else None
@@ -119,8 +124,31 @@ def _added_rows(
             "errors": errors,
             "direct": direct.as_dict() if direct else None,
             "gateway": gateway.as_dict() if gateway else None,
+            "added_per_block_ms": per_block,
         },
+        spread=_spread(per_block),
     )
+
+
+def block_added(
+    pair: Pair, direct_ns: list[int], gateway_ns: list[int], pick: Callable[[Summary], float], *, ttft: bool
+) -> list[float]:
+    """The added figure in each interleaved block: gateway block minus the direct block beside it."""
+    added: list[float] = []
+    d_start = g_start = 0
+    for bound in pair.blocks:
+        d_end, g_end = (bound[2], bound[3]) if ttft else (bound[0], bound[1])
+        d, g = summarize(direct_ns[d_start:d_end]), summarize(gateway_ns[g_start:g_end])
+        if d is not None and g is not None:
+            added.append(round(pick(g) - pick(d), 4))
+        d_start, g_start = d_end, g_end
+    return added
+
+
+def _spread(values: list[float]) -> str:
+    if len(values) < 2:
+        return ""
+    return f"{statistics.median(values):+.3f} [{min(values):+.3f}, {max(values):+.3f}]"
 
 
 def _errors_row(label: str, direct: Tally | None, gateway: Tally | None) -> Row:

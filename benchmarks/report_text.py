@@ -49,13 +49,13 @@ def _timeline_notes(results: Results) -> list[str]:
     return lines
 
 
-HEADERS = ("figure", "direct", "via gateway", "added", "target", "result")
+HEADERS = ("figure", "direct", "via gateway", "added", "per block: median [min, max]", "target", "result")
 
 
 def render(results: Results, rows: list[Row]) -> str:
-    table = [HEADERS, *((r.figure, r.direct, r.gateway, r.added, r.target, r.result) for r in rows)]
+    table = [HEADERS, *((r.figure, r.direct, r.gateway, r.added, r.spread, r.target, r.result) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
-    right = {1, 2, 3}
+    right = {1, 2, 3, 4}
 
     def fmt(line: tuple[str, ...]) -> str:
         cells = [

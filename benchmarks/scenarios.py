@@ -36,10 +36,16 @@ def quiet_gc() -> Iterator[None]:
 
 @dataclass
 class Pair:
-    """Direct and via-gateway tallies of the same requests."""
+    """Direct and via-gateway tallies of the same requests.
+
+    `blocks` holds, after each interleaved block, how many latencies and TTFTs each side had by
+    then: (direct latencies, gateway latencies, direct TTFTs, gateway TTFTs). The report turns it
+    into the spread of the added figure across blocks, the run's own repetitions.
+    """
 
     direct: Tally
     gateway: Tally
+    blocks: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 async def latency_pair(
@@ -55,6 +61,7 @@ async def latency_pair(
     """`count` sequential requests to each side on one keep-alive connection each, interleaved."""
     workers = [Worker(t, build_request(t.host, t.port, PATH, body), stream=stream) for t in (direct, gateway)]
     tallies = [Tally(), Tally()]
+    bounds: list[tuple[int, int, int, int]] = []
     try:
         for worker, tally in zip(workers, tallies, strict=True):
             warm = Tally()
@@ -67,10 +74,12 @@ async def latency_pair(
                 order = (0, 1) if block % 2 == 0 else (1, 0)
                 for side in order:
                     await workers[side].run_count(size, tallies[side])
+                d, g = tallies
+                bounds.append((len(d.latencies_ns), len(g.latencies_ns), len(d.ttfts_ns), len(g.ttfts_ns)))
     finally:
         for worker in workers:
             worker.close()
-    return Pair(direct=tallies[0], gateway=tallies[1])
+    return Pair(direct=tallies[0], gateway=tallies[1], blocks=bounds)
 
 
 @dataclass
