@@ -19,7 +19,8 @@ Handler = Callable[[Exchange], Awaitable[None]]
 
 
 class RequestLog:
-    """The most recent requests as received: method, path, query, headers, raw body, time."""
+    """The most recent requests as received: method, path, query, headers, raw body, time, and the
+    client's address (`[host, port]`: requests on one kept-alive connection share it)."""
 
     def __init__(self, size: int = 1000) -> None:
         self._entries: deque[dict[str, Any]] = deque(maxlen=size)
@@ -34,6 +35,7 @@ class RequestLog:
                 "headers": ex.headers(),
                 "body": ex.body.decode("utf-8", "replace"),
                 "time": time.time(),
+                "client": list(ex.scope["client"]) if ex.scope.get("client") else None,
             }
         )
 
