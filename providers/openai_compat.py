@@ -213,11 +213,15 @@ class OpenAICompatAdapter:
         try:
             decoder = SSEDecoder()
             async for raw in response.chunks():
-                for event in decoder.feed(raw):
+                events = decoder.feed(raw)
+                last = len(events) - 1
+                for i, event in enumerate(events):
                     if event.data == DONE:
                         await response.finish()  # keep the connection: the upstream is done
                         return
-                    yield from_openai_chunk(event.data)
+                    chunk = from_openai_chunk(event.data)
+                    chunk.more_ready = i < last
+                    yield chunk
             for event in decoder.flush():
                 if event.data == DONE:
                     return

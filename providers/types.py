@@ -99,3 +99,6 @@ class StreamChunk:
     model: str | None = None
     # Characters of generated text in this chunk: what a broken stream is billed from.
     content_chars: int = 0
+    # The adapter already holds the stream's next chunk (the same upstream read): the gateway may
+    # write this chunk's frame together with the following ones rather than on its own.
+    more_ready: bool = False

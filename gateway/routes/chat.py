@@ -286,6 +286,16 @@ async def _claim(
     return Response(stored.body, status_code=stored.status, media_type=media_type, headers=headers), None
 
 
+def _joined(pending: list[bytes], frame: bytes) -> bytes:
+    """`frame` after whatever frames are waiting, which are then gone."""
+    if not pending:
+        return frame
+    pending.append(frame)
+    joined = b"".join(pending)
+    pending.clear()
+    return joined
+
+
 async def _relay(
     flight: _Flight, encoder: StreamEncoder, first: StreamChunk, chunks: AsyncGenerator[StreamChunk, None]
 ) -> AsyncIterator[bytes]:
@@ -298,6 +308,11 @@ async def _relay(
     keep = runtime.config.ledger.store_bodies or flight.gate.stores_bodies(flight.admitted.team)
     sent: list[bytes] | None = [] if held is not None or keep else None
     datas: list[bytes] | None = [] if flight.miss is not None else None
+    # Frames of chunks that arrived in one upstream read go out in one write (one syscall, not one
+    # per token), but only once the first generated text is out: until then each frame goes alone
+    # and at once, so the time to the first token never waits for the rest of a read.
+    pending: list[bytes] = []
+    flowing = False
     try:
         chunk = first
         while True:
@@ -310,7 +325,11 @@ async def _relay(
             if frame:
                 if sent is not None:
                     sent.append(frame)
-                yield frame
+                if chunk.more_ready and flowing:
+                    pending.append(frame)
+                else:
+                    yield _joined(pending, frame)
+                flowing = flowing or chunk.content_chars > 0
             try:
                 chunk = await anext(chunks)
             except StopAsyncIteration:
@@ -318,13 +337,13 @@ async def _relay(
         end = encoder.end()
         if sent is not None:
             sent.append(end)
-        yield end
+        yield _joined(pending, end)
         record.status = 200
     except ProviderError as exc:
         runtime.executor.redact(exc)  # a mid-stream error is past the executor's own scrubbing
         status, _, error_type = describe(exc)
         record.fail(status=status, error_type=error_type, message=str(exc))
-        yield encoder.error(exc)
+        yield _joined(pending, encoder.error(exc))
     finally:
         if usage is None:
             usage = estimate_usage(chat.messages, generated)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import orjson
@@ -166,6 +166,21 @@ async def test_stream_yields_chunks_and_usage_and_sends_auth() -> None:
     assert chunks[1].usage_only and chunks[1].usage is not None and chunks[1].usage.prompt_tokens == 5
     assert seen[0].headers["authorization"] == "Bearer sk-x"
     assert orjson.loads(seen[0].content)["stream_options"] == {"include_usage": True}
+
+
+async def test_chunks_from_one_upstream_read_say_more_is_ready() -> None:
+    """Events that arrive together are marked so the gateway can write their frames together; the
+    last one of a read is not (the next may be far off)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield sse(CHUNK, CHUNK)  # two events in one read
+        yield sse(USAGE, b"[DONE]")  # the last one before [DONE] in the next
+
+    def handler(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body())
+
+    chunks = [c async for c in adapter(handler).stream(chat(stream=True), Target("up", "m"))]
+    assert [(c.data, c.more_ready) for c in chunks] == [(CHUNK, True), (CHUNK, False), (USAGE, True)]
 
 
 async def test_stream_error_event_and_truncation_raise() -> None:
