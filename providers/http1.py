@@ -32,8 +32,10 @@ from providers.http1_connection import Connection
 
 _USER_AGENT = f"tollgate/{version('tollgate')}"
 _MAX_ROUTES = 4096
-# How long a finished stream's connection may take to end its body before it is closed instead.
-_FINISH_WITHIN = 5.0
+# How long a finished stream's connection may take to end its body before it is closed instead: a
+# well-behaved upstream sends the end right after `[DONE]`, and a connection held past that is one
+# slot of the pool not serving.
+_FINISH_WITHIN = 1.0
 
 
 class _Pool:
