@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gateway.accounting.record import RequestRecord
 from gateway.accounting.retention import apply_retention, ensure_partitions
@@ -58,6 +58,8 @@ class LedgerWriter:
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
         self._replay_lock = asyncio.Lock()
+        self._conn: AsyncConnection | None = None
+        self._discarding: set[asyncio.Task[None]] = set()
         self.written = 0
         self.spooled = 0
 
@@ -126,6 +128,10 @@ class LedgerWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5.0)
 
     async def _run(self) -> None:
         while True:
@@ -162,13 +168,41 @@ class LedgerWriter:
     async def _insert(self, rows: list[dict[str, Any]], *, first_write: bool = False) -> None:
         if first_write:
             try:
-                async with self._engine.begin() as conn:
-                    self.written += await insert_rows(conn, [dict(r) for r in rows], first_write=True)
+                await self._insert_fresh(rows)
                 return
             except IntegrityError:
                 log.warning("ledger: a fresh batch held a row already written; inserting it row-aware")
         async with self._engine.begin() as conn:
             self.written += await insert_rows(conn, rows)
+
+    async def _insert_fresh(self, rows: list[dict[str, Any]]) -> None:
+        """Fresh batches (only ever one at a time, from `_run`) go through one connection the writer
+        keeps: checking one out of the pool for each batch, with its pre-ping and its reset on
+        return, cost 0.1 ms (SQLite) to 0.3 ms (PostgreSQL) of event-loop time per batch, which
+        the request in flight waits behind. Any failure drops that connection; the next batch
+        takes a new one."""
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = await self._engine.connect()
+        try:
+            async with conn.begin():
+                self.written += await insert_rows(conn, [dict(r) for r in rows], first_write=True)
+        except BaseException:
+            self._conn = None
+            self._discard(conn)
+            raise
+
+    def _discard(self, conn: AsyncConnection) -> None:
+        """Invalidate a connection after a failure, in the background: a dead server must not
+        hold up the writer (or a cancellation) while it is closed."""
+
+        async def discard() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.invalidate(), 5.0)
+
+        task = asyncio.get_running_loop().create_task(discard())
+        self._discarding.add(task)
+        task.add_done_callback(self._discarding.discard)
 
     async def _maintain(self) -> None:
         """Replays the spool after an outage (or a crash), probes the database while it is away,
