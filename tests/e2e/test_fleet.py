@@ -72,6 +72,22 @@ def reset(replicas: dict[str, SandboxServer]) -> None:
         httpx.post(server.base_url + "/_sandbox/reset")
 
 
+async def queued(direct: httpx.AsyncClient, servers: list[SandboxServer], waiting: int) -> None:
+    """Until each replica's own `/metrics` shows `waiting` queued requests, then long enough for
+    the gateway to have scraped that (its interval is 0.05 s)."""
+    for _ in range(100):
+        pages = [(await direct.get(server.base_url + "/metrics")).text for server in servers]
+        if all(_gauge(page, "vllm:num_requests_waiting") >= waiting for page in pages):
+            await asyncio.sleep(0.2)
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the replicas never queued {waiting} requests each")
+
+
+def _gauge(page: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines() if line.startswith(name + "{"))
+
+
 def body(system: str, question: str, max_tokens: int = 8) -> dict[str, Any]:
     return {
         "model": "llama-fleet",
@@ -124,7 +140,7 @@ def test_new_work_avoids_the_busy_replica_and_spills_when_all_are_busy(
             ]
 
         busy = occupy(["gpu0"], 6)  # 2 running, 4 waiting on gpu0 only
-        await asyncio.sleep(0.4)
+        await queued(direct, [replicas["gpu0"]], 4)
         async with httpx.AsyncClient(base_url=fleet_gateway.base_url, timeout=30) as gw:
             chosen = []
             for i in range(4):
@@ -132,15 +148,20 @@ def test_new_work_avoids_the_busy_replica_and_spills_when_all_are_busy(
                 chosen.append(answer.headers["x-tollgate-model"])
             seen = {name: len(calls(server)) for name, server in replicas.items()}
             everyone = occupy(list(REPLICAS), 6)
-            await asyncio.sleep(0.4)
+            await queued(direct, list(replicas.values()), 4)
             spilled = (await gw.post("/v1/chat/completions", json=body("another", "hi"))).headers[
                 "x-tollgate-model"
             ]
             await asyncio.gather(*busy, *everyone)
-            await asyncio.sleep(0.3)
-            back = (await gw.post("/v1/chat/completions", json=body("again", "hi"))).headers[
-                "x-tollgate-model"
-            ]
+            # Drained: within a few scrapes the fleet answers again (polled, not slept, so a busy
+            # machine's slow scrape does not fail the test; the bound is what is asserted).
+            back = ""
+            for _ in range(40):
+                await asyncio.sleep(0.1)
+                answer = await gw.post("/v1/chat/completions", json=body("again", "hi"))
+                back = answer.headers["x-tollgate-model"]
+                if back == "llama-fleet":
+                    break
         assert seen["gpu0"] == 6, f"nothing new went to the busy replica: {seen}"
         return chosen, spilled, back
 
