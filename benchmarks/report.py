@@ -98,11 +98,9 @@ def _added_rows(
 ) -> Row:
     if pair is None:
         return Row(label, "-", "-", "-", f"added <= {limit} ms", "not run")
-    direct_ns = pair.direct.ttfts_ns if ttft else pair.direct.latencies_ns
-    gateway_ns = pair.gateway.ttfts_ns if ttft else pair.gateway.latencies_ns
-    direct = summarize(direct_ns)
-    gateway = summarize(gateway_ns)
-    per_block = block_added(pair, direct_ns, gateway_ns, pick, ttft=ttft)
+    direct = summarize(_samples(pair.direct, ttft))
+    gateway = summarize(_samples(pair.gateway, ttft))
+    per_block = block_added(pair, pick, ttft=ttft)
     d = pick(direct) if direct else None
     g = pick(gateway) if gateway else None
     added = g - d if d is not None and g is not None else None
@@ -130,10 +128,13 @@ def _added_rows(
     )
 
 
-def block_added(
-    pair: Pair, direct_ns: list[int], gateway_ns: list[int], pick: Callable[[Summary], float], *, ttft: bool
-) -> list[float]:
+def _samples(tally: Tally, ttft: bool) -> list[int]:
+    return tally.ttfts_ns if ttft else tally.latencies_ns
+
+
+def block_added(pair: Pair, pick: Callable[[Summary], float], *, ttft: bool) -> list[float]:
     """The added figure in each interleaved block: gateway block minus the direct block beside it."""
+    direct_ns, gateway_ns = _samples(pair.direct, ttft), _samples(pair.gateway, ttft)
     added: list[float] = []
     d_start = g_start = 0
     for bound in pair.blocks:

@@ -294,14 +294,10 @@ class Http1Response:
         if self._done:
             return
         self._done = True
-        conn = self._conn
+        conn, pool = self._conn, self._pool
         if conn.error is not None or conn.closed:
             conn.abort()
-        elif conn.complete:
-            conn.take()
-            self._pool.release(conn)
         else:
-            pool = self._pool
             conn.when_complete(lambda: pool.release(conn), within=_FINISH_WITHIN)
 
 

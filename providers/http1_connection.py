@@ -165,10 +165,14 @@ class Connection(asyncio.Protocol):
             self._waiter = None
 
     def when_complete(self, callback: Callable[[], None], *, within: float) -> None:
-        """`callback` once the answer has ended, if it ends within `within` seconds; otherwise,
-        or if the connection fails first, the connection is aborted and `callback` never runs."""
+        """`callback` once the answer has ended (at once if it has), if it ends within `within`
+        seconds; otherwise, or if the connection fails first, the connection is aborted and
+        `callback` never runs."""
         self.body.clear()  # the caller wants none of the rest
         self.buffered = 0
+        if self.complete:
+            callback()
+            return
         if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
