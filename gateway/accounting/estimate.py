@@ -2,8 +2,13 @@
 such rows are billed from these and marked `usage_estimated`.
 
 Prompts are counted with tiktoken's o200k_base encoding, loaded from the copy LiteLLM ships (no network).
-Loaded on first use only: a healthy gateway never pays for it. Without those files it falls back
-to about four characters a token, the figure OpenAI and Anthropic both quote.
+Without those files it falls back to about four characters a token, the figure OpenAI and Anthropic
+both quote.
+
+Loaded on first use only (a healthy gateway never pays its 40 MB), and never on the event loop:
+callers count in a worker thread. Loading takes ~0.35 s of CPU, the rank table's parse and then
+tiktoken's Rust core, which is built holding the GIL (~0.14 s, the one stall left); run on the loop,
+it froze every other request for ~0.45 s the first time a client hung up mid-stream.
 
 Only tiktoken's Rust core is kept. `tiktoken.Encoding` also holds the 200,000-entry rank table as a
 Python dict, which counting never reads: keeping it cost 28 MB of every worker's RSS, and the
@@ -18,8 +23,9 @@ import gc
 import importlib.metadata
 import logging
 import os
+import sys
 import threading
-from functools import cache
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from providers.types import Usage
@@ -37,8 +43,23 @@ class _Encoder(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
 
 
-@cache
+_UNLOADED: Any = object()
+_loaded: _Encoder | None = _UNLOADED
+# While the table loads, other threads (the event loop's) get the GIL back within this many seconds
+# instead of the default 5 ms; a request needs it a dozen times, so 5 ms each was a 0.1 s wait.
+_LOADING_SWITCH_INTERVAL = 0.0002
+
+
 def _encoding() -> _Encoder | None:
+    global _loaded
+    if _loaded is _UNLOADED:
+        with _lock:  # once, however many threads ask at the same time
+            if _loaded is _UNLOADED:
+                _loaded = _load()
+    return _loaded
+
+
+def _load() -> _Encoder | None:
     try:
         from tiktoken import _tiktoken  # type: ignore[attr-defined]
         from tiktoken_ext import openai_public  # type: ignore[import-untyped]
@@ -46,23 +67,23 @@ def _encoding() -> _Encoder | None:
         directory = str(importlib.metadata.distribution("litellm").locate_file(_TOKENIZER_DIR))
     except (ImportError, importlib.metadata.PackageNotFoundError):
         return None
-    with _lock:
-        # tiktoken finds cached encodings through this variable; set it only while loading.
-        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = directory
-        try:
-            spec = openai_public.o200k_base()
-            core: _Encoder = _tiktoken.CoreBPE(
-                spec["mergeable_ranks"], spec["special_tokens"], spec["pat_str"]
-            )
-        except Exception as exc:  # a missing or corrupt file must not break billing
-            log.warning("tiktoken encoding unavailable (%s); estimating 4 characters a token", exc)
-            return None
-        finally:
-            if previous is None:
-                del os.environ["TIKTOKEN_CACHE_DIR"]
-            else:
-                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    # tiktoken finds cached encodings through this variable; set it only while loading.
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = directory
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(_LOADING_SWITCH_INTERVAL)
+    try:
+        spec = openai_public.o200k_base()
+        core: _Encoder = _tiktoken.CoreBPE(spec["mergeable_ranks"], spec["special_tokens"], spec["pat_str"])
+    except Exception as exc:  # a missing or corrupt file must not break billing
+        log.warning("tiktoken encoding unavailable (%s); estimating 4 characters a token", exc)
+        return None
+    finally:
+        sys.setswitchinterval(interval)
+        if previous is None:
+            del os.environ["TIKTOKEN_CACHE_DIR"]
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
     del spec
     gc.collect()
     _return_free_heap()
@@ -84,6 +105,10 @@ def count_tokens(text: str) -> int:
         return -(-len(text) // CHARS_PER_TOKEN)
     # Special-token text ("<|endoftext|>") in a prompt is counted as ordinary text, as it is billed.
     return len(encoding.encode_ordinary(text))
+
+
+def count_all(texts: Iterable[str]) -> int:
+    return sum(count_tokens(text) for text in texts)
 
 
 def prompt_tokens(messages: list[dict[str, Any]]) -> int:

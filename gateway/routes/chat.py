@@ -345,14 +345,16 @@ async def _relay(
         record.fail(status=status, error_type=error_type, message=str(exc))
         yield _joined(pending, encoder.error(exc))
     finally:
-        if usage is None:
-            usage = estimate_usage(chat.messages, generated)
-            record.usage_estimated = True
-        bill(runtime, record, usage, trace)
-        if keep and sent is not None:
-            record.keep_bodies(chat.raw, b"".join(sent), limit=runtime.config.ledger.body_max_bytes)
-        close_record(runtime, record)
         with anyio.CancelScope(shield=True):
+            if usage is None:
+                # Off the loop: the first estimate loads the tokenizer (~0.4 s of parsing), and
+                # counting a long prompt is milliseconds; other clients must not wait for either.
+                usage = await anyio.to_thread.run_sync(estimate_usage, chat.messages, generated)
+                record.usage_estimated = True
+            bill(runtime, record, usage, trace)
+            if keep and sent is not None:
+                record.keep_bodies(chat.raw, b"".join(sent), limit=runtime.config.ledger.body_max_bytes)
+            close_record(runtime, record)
             await chunks.aclose()
             # Whatever the stream produced is what it cost: settle the budget with that.
             await flight.gate.finish(

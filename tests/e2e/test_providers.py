@@ -314,10 +314,30 @@ def test_embeddings_bad_input_is_400(oai: openai.OpenAI) -> None:
     assert caught.value.code == "invalid_request" or caught.value.param == "input"
 
 
-def test_client_that_leaves_mid_stream_is_billed_for_what_was_generated(gateway: GatewayServer) -> None:
+def test_client_that_leaves_mid_stream_is_billed_for_what_was_generated(
+    gateway: GatewayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The client reads a few chunks of a paced answer and hangs up: the row says 499, and bills
-    the prompt and the part of the answer that was generated, marked as an estimate."""
+    the prompt and the part of the answer that was generated, marked as an estimate. The count runs
+    in a worker thread, never on the event loop (the first one loads the tokenizer: ~0.4 s)."""
+    import asyncio
+
     import httpx
+
+    from gateway.accounting import estimate
+
+    on_loop: list[bool] = []
+    counted = estimate.count_tokens
+
+    def count_tokens(text: str) -> int:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return counted(text)
+
+    monkeypatch.setattr(estimate, "count_tokens", count_tokens)
 
     body = {
         "model": "claude-paced",
@@ -342,3 +362,4 @@ def test_client_that_leaves_mid_stream_is_billed_for_what_was_generated(gateway:
     assert row["status"] == 499 and row["error_type"] == "client_closed"
     assert row["usage_estimated"] is True
     assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["cost_nano"] > 0
+    assert on_loop and not any(on_loop), on_loop
