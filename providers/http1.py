@@ -29,6 +29,7 @@ import certifi
 
 from providers.http import ConnectFailed, ConnectTimedOut, Timeouts
 from providers.http1_connection import Connection
+from providers.resolver import Resolver, is_address
 
 _USER_AGENT = f"tollgate/{version('tollgate')}"
 _MAX_ROUTES = 4096
@@ -46,6 +47,7 @@ class _Pool:
         host: str,
         port: int,
         tls: ssl.SSLContext | None,
+        resolver: Resolver,
         *,
         limit: int,
         max_idle: int,
@@ -53,6 +55,7 @@ class _Pool:
         pool_timeout: float,
     ) -> None:
         self._host, self._port, self._tls = host, port, tls
+        self._resolver = None if is_address(host) else resolver
         self._limit, self._max_idle, self._expiry, self._pool_timeout = limit, max_idle, expiry, pool_timeout
         self._idle: list[Connection] = []
         self._open = 0
@@ -89,17 +92,10 @@ class _Pool:
                     self._waiters.remove(waiter)
 
     async def _connect(self, within: float) -> Connection:
-        loop = asyncio.get_running_loop()
         self._open += 1
         try:
             async with asyncio.timeout(within):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(loop, self._lost),
-                    self._host,
-                    self._port,
-                    ssl=self._tls,
-                    server_hostname=self._host if self._tls is not None else None,
-                )
+                conn = await self._open_connection()
         except TimeoutError:
             self._slot_freed()
             raise ConnectTimedOut(f"connecting to {self._host}:{self._port} took over {within:g} s") from None
@@ -112,6 +108,31 @@ class _Pool:
             self._slot_freed()
             raise
         return conn
+
+    async def _open_connection(self) -> Connection:
+        """Each address in the resolver's order until one connects, as `create_connection` does."""
+        loop = asyncio.get_running_loop()
+        hosts = [(self._host, 0)]
+        if self._resolver is not None:
+            hosts = [(info[4][0], info[0]) for info in await self._resolver.resolve(self._host, self._port)]
+        failures: list[OSError] = []
+        for host, family in hosts:
+            try:
+                _, conn = await loop.create_connection(
+                    lambda: Connection(loop, self._lost),
+                    host,
+                    self._port,
+                    family=family,
+                    ssl=self._tls,
+                    server_hostname=self._host if self._tls is not None else None,
+                )
+            except OSError as exc:
+                failures.append(exc)
+                continue
+            return conn
+        if len(failures) == 1:
+            raise failures[0]
+        raise OSError(f"every address failed: {'; '.join(str(f) for f in failures)}")
 
     def release(self, conn: Connection) -> None:
         """An answer read to its end: keep the connection for the next request if it can be."""
@@ -172,6 +193,7 @@ class Http1Client:
             "pool_timeout": pool_timeout,
         }
         self._tls = tls
+        self._resolver = Resolver()
         self._pools: dict[tuple[str, str, int], _Pool] = {}
         self._routes: dict[str, _Route] = {}
 
@@ -205,6 +227,7 @@ class Http1Client:
                 parts.hostname,
                 port,
                 self._tls_context() if tls else None,
+                self._resolver,
                 **self._limits,  # type: ignore[arg-type]
             )
         target = parts.path or "/"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import orjson
@@ -134,7 +135,12 @@ class SandboxApp:
                 await ex.abort(reset=True)
                 return
             if rule.kind == "timeout":
-                await asyncio.sleep(rule.seconds)
+                # A hung upstream still notices its client leave (as a real server's request does
+                # when the connection closes), so a test's abandoned calls do not sleep on.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(rule.seconds):
+                        await ex.disconnected()
+                        return
             else:
                 ex.fault = rule
         if malformed:

@@ -48,6 +48,13 @@ def _clean_upstreams(request: pytest.FixtureRequest) -> None:
 
 
 def gateway_config(database_url: str, openai_url: str, vllm_url: str, **overrides: Any) -> Config:
+    return build_config(
+        gateway_settings(database_url, openai_url, vllm_url, **overrides), source="test", environ={}
+    )
+
+
+def gateway_settings(database_url: str, openai_url: str, vllm_url: str, **overrides: Any) -> dict[str, Any]:
+    """The test config as the YAML file would hold it (every override replaces a whole section)."""
     raw: dict[str, Any] = {
         "database": {"url": database_url, "auto_migrate": False},
         "ledger": {"flush_interval_ms": 5, "spool_dir": tempfile.mkdtemp(prefix="tollgate-spool-")},
@@ -98,7 +105,7 @@ def gateway_config(database_url: str, openai_url: str, vllm_url: str, **override
         "aliases": {"smart": "gpt-4o-mini"},
     }
     raw.update(overrides)
-    return build_config(raw, source="test", environ={})
+    return raw
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,11 @@ async def readyz(request: Request) -> Response:
         else "keys required",
         "state": state,
         "ledger": "spooling (database unavailable)" if runtime.ledger.database_down else "writing",
+        # Still ready: the last good policy keeps serving. The reason (which can quote the file)
+        # goes to the log only, since this route needs no key.
+        "config": "stale: the config file could not be reloaded, the previous policy is serving (see the log)"
+        if getattr(getattr(request.app.state, "config_watcher", None), "last_error", None)
+        else "current",
     }
     if (
         isinstance(runtime.store, FallbackStateStore)

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from gateway.config import Config
+from gateway.config_loader import build_config
 from sandbox.server import SandboxServer
 from tests.chaos.scenario import HEADER, RESULTS
-from tests.conftest import gateway_config
+from tests.conftest import gateway_settings
 from tests.services import require_redis
 
 # Short enough that a slow client is cut within the test, long enough that a polite one never is.
@@ -24,17 +25,19 @@ SERVER = {
 }
 
 ChaosConfig = Callable[..., Config]
+ChaosSettings = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
-def chaos_config(
+def chaos_settings(
     postgres_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer, tmp_path: Any
-) -> ChaosConfig:
-    """A config on the real PostgreSQL and Redis; keyword overrides replace whole sections, and
-    `vllm_url` points the `local` provider (model `llama`) at another emulator."""
+) -> ChaosSettings:
+    """The config's raw sections (what a YAML file would hold) on the real PostgreSQL and Redis;
+    keyword overrides replace whole sections, and `vllm_url` points the `local` provider (model
+    `llama`) at another emulator."""
     redis_url = require_redis()
 
-    def make(*, vllm_url: str | None = None, **overrides: Any) -> Config:
+    def make(*, vllm_url: str | None = None, **overrides: Any) -> dict[str, Any]:
         sections: dict[str, Any] = {
             "server": SERVER,
             "state": {"backend": "redis", "redis_url": redis_url, "prefix": f"chaos:{uuid.uuid4().hex}:"},
@@ -46,7 +49,17 @@ def chaos_config(
         }
         sections.update(overrides)
         vllm = vllm_url or vllm_upstream.base_url
-        return gateway_config(postgres_url, openai_upstream.base_url, vllm, **sections)
+        return gateway_settings(postgres_url, openai_upstream.base_url, vllm, **sections)
+
+    return make
+
+
+@pytest.fixture
+def chaos_config(chaos_settings: ChaosSettings) -> ChaosConfig:
+    """`chaos_settings`, built into a Config."""
+
+    def make(**overrides: Any) -> Config:
+        return build_config(chaos_settings(**overrides), source="test", environ={})
 
     return make
 

@@ -22,6 +22,7 @@ def test_healthz_and_readyz(gateway: GatewayServer) -> None:
         "auth": "open (no keys configured: anyone can call)",
         "state": "in-memory",
         "ledger": "writing",
+        "config": "current",
     }
 
 
