@@ -9,8 +9,9 @@ decompression, multipart, URL merging).
 
 What it does: POST with Content-Length, responses delimited by Content-Length, chunked encoding or
 connection close, keep-alive pools per origin (LIFO, bounded, expiring), TLS with certifi's roots,
-a connect timeout, a read timeout per wait, flow control for slow consumers, and closing the
-connection when the caller stops early, which is how an upstream generation is cancelled. A
+a connect timeout, one DNS lookup per host at a time (`providers/resolver.py`), a read timeout
+per wait, flow control for slow consumers, and closing the connection when the caller stops early,
+which is how an upstream generation is cancelled. A
 connection that breaks after the request went out is an error, never resent here: the upstream may
 have acted on it, so the executor decides whether to retry, and counts the attempt.
 """
