@@ -47,6 +47,17 @@ class ConnectionBroke(HTTPFailure):
     """The connection closed or spoke something that is not HTTP/1.1 in the middle of an answer."""
 
 
+class AnswerTooLarge(HTTPFailure):
+    """More than the gateway holds for one answer or one stream event: a broken or hostile upstream
+    must not be able to exhaust a worker's memory (and every other request in it with it)."""
+
+
+# No chat completion comes near these; the largest legitimate answers are embeddings of big batches
+# (2,048 inputs of 3,072 floats as JSON is ~130 MB).
+MAX_ANSWER_BYTES = 256 << 20
+MAX_EVENT_BYTES = 16 << 20
+
+
 class UpstreamResponse(Protocol):
     """An answer whose status and headers have arrived; the body is still to be read."""
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import certifi
 
-from providers.http import ConnectFailed, ConnectTimedOut, Timeouts
+from providers.http import MAX_ANSWER_BYTES, AnswerTooLarge, ConnectFailed, ConnectTimedOut, Timeouts
 from providers.http1_connection import Connection
 from providers.resolver import Resolver, is_address
 
@@ -270,8 +270,13 @@ class Http1Response:
 
     async def read(self) -> bytes:
         parts: list[bytes] = []
+        size = 0
         while (data := await self._next()) is not None:
             parts.append(data)
+            size += len(data)
+            if size > MAX_ANSWER_BYTES:
+                await self.aclose()
+                raise AnswerTooLarge(f"an answer over {MAX_ANSWER_BYTES >> 20} MiB")
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def chunks(self) -> AsyncIterator[bytes]:

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Mapping
 import httpx
 
 from providers.http import (
+    MAX_ANSWER_BYTES,
+    AnswerTooLarge,
     ConnectFailed,
     ConnectionBroke,
     ConnectTimedOut,
@@ -55,10 +57,18 @@ class _HttpxResponse:
         return self._response.headers
 
     async def read(self) -> bytes:
+        parts: list[bytes] = []
+        size = 0
         try:
-            return await self._response.aread()
+            async for chunk in self._response.aiter_bytes():
+                parts.append(chunk)
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    await self._response.aclose()
+                    raise AnswerTooLarge(f"an answer over {MAX_ANSWER_BYTES >> 20} MiB")
         except httpx.HTTPError as exc:
             raise _failure(exc) from exc
+        return b"".join(parts)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from providers.http import MAX_EVENT_BYTES, AnswerTooLarge
+
 DONE = b"[DONE]"
 
 
@@ -18,17 +20,39 @@ class ServerSentEvent:
 
 
 class SSEDecoder:
-    """Feed it raw bytes as they arrive; it returns the events completed so far."""
+    """Feed it raw bytes as they arrive; it returns the events completed so far.
 
-    __slots__ = ("_buffer", "_data", "_event")
+    An event may not grow past `limit` bytes (`AnswerTooLarge`), and reads without a line break
+    are kept aside and joined once, when the line ends: appending each read to the unfinished line
+    cost time quadratic in its length, which an upstream that never sends a newline would control.
+    """
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    __slots__ = ("_buffer", "_data", "_data_size", "_event", "_limit", "_pending", "_pending_size")
+
+    def __init__(self, *, limit: int = MAX_EVENT_BYTES) -> None:
+        self._buffer = b""  # the unfinished last line
+        self._pending: list[bytes] = []  # reads since `_buffer` that held no line break
+        self._pending_size = 0
         self._data: list[bytes] = []
+        self._data_size = 0
         self._event: str | None = None
+        self._limit = limit
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        buffer = self._buffer + chunk if self._buffer else chunk
+        if self._buffer or self._pending:
+            if b"\n" not in chunk and b"\r" not in chunk:
+                self._pending.append(chunk)
+                self._pending_size += len(chunk)
+                self._check(len(self._buffer) + self._pending_size)
+                return []
+            if self._pending:
+                buffer = b"".join([self._buffer, *self._pending, chunk])
+                self._pending = []
+                self._pending_size = 0
+            else:
+                buffer = self._buffer + chunk
+        else:
+            buffer = chunk
         if b"\r" in buffer:
             # A trailing CR may be the first half of a CRLF: keep it until the next read says.
             tail = b"\r" if buffer.endswith(b"\r") else b""
@@ -41,21 +65,33 @@ class SSEDecoder:
             if not line:
                 if self._data:
                     events.append(ServerSentEvent(b"\n".join(self._data), self._event))
-                self._data = []
+                    self._data = []
+                    self._data_size = 0
                 self._event = None
                 continue
             self._take_line(line)
+        if len(self._buffer) + self._data_size > self._limit:
+            self._check(len(self._buffer) + self._data_size)
         return events
 
     def flush(self) -> list[ServerSentEvent]:
         """Events left when the stream ends without a final blank line."""
+        if self._pending:
+            self._buffer = b"".join([self._buffer, *self._pending])
+            self._pending = []
+            self._pending_size = 0
         if self._buffer and self._buffer != b"\r":
             self._take_line(self._buffer)
         self._buffer = b""
         events = [ServerSentEvent(b"\n".join(self._data), self._event)] if self._data else []
         self._data = []
+        self._data_size = 0
         self._event = None
         return events
+
+    def _check(self, size: int) -> None:
+        if size > self._limit:
+            raise AnswerTooLarge(f"a stream event over {self._limit >> 20} MiB")
 
     def _take_line(self, line: bytes) -> None:
         if line[:1] == b":":
@@ -65,6 +101,7 @@ class SSEDecoder:
             value = value[1:]
         if name == b"data":
             self._data.append(value)
+            self._data_size += len(value)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from providers.errors import ProviderError, UpstreamTimeout, UpstreamUnreachable
+from providers.errors import ProviderError, UpstreamBadResponse, UpstreamTimeout, UpstreamUnreachable
 from providers.http import (
+    AnswerTooLarge,
     ConnectTimedOut,
     HTTPFailure,
     ReadTimedOut,
@@ -25,6 +26,8 @@ def error_from_exception(exc: HTTPFailure, *, provider: str) -> ProviderError:
     """No HTTP answer at all: a timeout, or an upstream that cannot be reached or hung up."""
     if isinstance(exc, ConnectTimedOut | ReadTimedOut):
         return UpstreamTimeout(f"{provider} timed out: {exc}", provider=provider)
+    if isinstance(exc, AnswerTooLarge):
+        return UpstreamBadResponse(f"{provider} sent {exc}", provider=provider)
     return UpstreamUnreachable(f"{provider} unreachable: {exc}", provider=provider)
 
 

@@ -8,6 +8,7 @@ import httpx
 import orjson
 import pytest
 
+from providers import httpx_upstream
 from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
@@ -191,6 +192,26 @@ async def test_stream_error_event_and_truncation_raise() -> None:
     truncated = adapter(lambda _: httpx.Response(200, content=sse(CHUNK)))
     with pytest.raises(UpstreamBadResponse, match="without \\[DONE\\]"):
         _ = [c async for c in truncated.stream(chat(stream=True), Target("up", "m"))]
+
+
+async def test_an_answer_or_event_too_large_to_hold_is_a_bad_response(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broken or hostile upstream cannot make a worker hold an unbounded answer (every other
+    request in the process would go down with it)."""
+
+    async def endless_line() -> AsyncIterator[bytes]:
+        yield b"data: "
+        for _ in range(20):
+            yield b"x" * (1 << 20)
+
+    streaming = adapter(lambda _: httpx.Response(200, content=endless_line()))
+    with pytest.raises(UpstreamBadResponse, match="up sent a stream event over 16 MiB"):
+        _ = [c async for c in streaming.stream(chat(stream=True), Target("up", "m"))]
+    monkeypatch.setattr(httpx_upstream, "MAX_ANSWER_BYTES", 1 << 20)
+    huge = adapter(lambda _: httpx.Response(200, content=b"{" + b" " * (2 << 20) + b"}"))
+    with pytest.raises(UpstreamBadResponse, match="up sent an answer over 1 MiB"):
+        await huge.complete(chat(), Target("up", "m"))
 
 
 def test_retry_after_parsing() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from providers.http import AnswerTooLarge
 from providers.sse import ServerSentEvent, SSEDecoder, encode_data
 
 payload = st.binary(min_size=1, max_size=60).filter(lambda b: b"\n" not in b and b"\r" not in b)
@@ -63,3 +65,27 @@ def test_stream_without_final_blank_line_is_flushed() -> None:
 def test_encode_round_trips() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(encode_data(b'{"x": "y"}')) == [ServerSentEvent(b'{"x": "y"}')]
+
+
+def test_an_event_past_the_limit_is_refused_however_it_grows() -> None:
+    """An upstream that never ends a line, or never ends an event, cannot make the gateway hold
+    more than the limit for it; many events each under the limit are fine."""
+    endless_line = SSEDecoder(limit=4096)
+    with pytest.raises(AnswerTooLarge):
+        endless_line.feed(b"data: ")
+        for _ in range(100):
+            endless_line.feed(b"x" * 100)
+    endless_event = SSEDecoder(limit=4096)
+    with pytest.raises(AnswerTooLarge):
+        for _ in range(100):
+            endless_event.feed(b"data: " + b"y" * 94 + b"\n")
+    many = SSEDecoder(limit=4096)
+    events = [e for _ in range(1000) for e in many.feed(b"data: " + b"z" * 94 + b"\n\n")]
+    assert len(events) == 1000
+
+
+def test_a_long_line_read_byte_by_byte_is_one_event() -> None:
+    decoder = SSEDecoder()
+    line = b"data: " + b"a" * 20_000 + b"\r\n\r\n"
+    events = [e for i in range(len(line)) for e in decoder.feed(line[i : i + 1])]
+    assert events == [ServerSentEvent(b"a" * 20_000)] and decoder.flush() == []

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from providers.http import ConnectFailed, ConnectionBroke, ConnectTimedOut, ReadTimedOut, Timeouts, post
+from providers import http1
+from providers.http import (
+    AnswerTooLarge,
+    ConnectFailed,
+    ConnectionBroke,
+    ConnectTimedOut,
+    ReadTimedOut,
+    Timeouts,
+    post,
+)
 from providers.http1 import Http1Client
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -428,3 +437,22 @@ async def test_tls_with_the_servers_certificate_checked(
         assert (await post(http, url, content=b"{}", headers={}, timeouts=FAST)).body == b'{"ok":true}'
     finally:
         await http.aclose()
+
+
+async def test_an_answer_too_large_to_hold_is_refused_and_its_connection_closed(
+    serve: Callable[..., Awaitable[Upstream]], client: Http1Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http1, "MAX_ANSWER_BYTES", 1 << 20)
+
+    async def huge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % (4 << 20))
+        for _ in range(4):
+            writer.write(b" " * (1 << 20))
+            await writer.drain()
+        await reader.read()  # until the client hangs up
+
+    upstream = await serve(huge)
+    with pytest.raises(AnswerTooLarge, match="over 1 MiB"):
+        await post(client, upstream.url(), content=b"{}", headers={}, timeouts=FAST)
+    await asyncio.wait_for(upstream.closed.wait(), 2)
