@@ -52,6 +52,38 @@ async def fire(base_url: str, bodies: list[dict[str, Any]]) -> list[tuple[Answer
         return list(await asyncio.gather(*(one(b) for b in bodies)))
 
 
+def in_waves_beside_a_polite_client(
+    gateway: ChaosGateway, tally: Tally, bodies: list[dict[str, Any]], *, seconds: float
+) -> tuple[list[tuple[Answer, httpx.Response]], dict[str, dict[str, Any]]]:
+    """`bodies` sent at once, again and again for `seconds`, while the polite client measures; the
+    answers and the new ledger rows by id, after the checks every scenario makes."""
+    before = {r["id"] for r in gateway.ledger_rows()}
+    tasks = gateway.tasks()
+    with WellBehaved(gateway.base_url) as probe:
+        got = asyncio.run(in_waves(seconds, lambda: fire(gateway.base_url, bodies)))
+    tally.answers, tally.probe = [a for a, _ in got], probe.answers
+    rows = {r["id"]: r for r in gateway.ledger_rows() if r["id"] not in before}
+    settle_and_check(gateway, tally, before=before, tasks=tasks)
+    return got, rows
+
+
+def failed_then_circuit_open(
+    got: list[tuple[Answer, httpx.Response]], rows: dict[str, dict[str, Any]], *, status: int
+) -> list[dict[str, Any]]:
+    """Each answer is the failure itself (`status`), or a 503 once the breaker opened on those
+    failures (refused at once, without waiting on the upstream again), and its row says the same;
+    returns the failures' error objects."""
+    failures = []
+    for answer, response in got:
+        error = response.json()["error"]
+        if answer.status == status:
+            failures.append(error)
+        else:
+            assert answer.status == 503 and error["code"] == "no_deployment", error
+        assert rows[answer.request_id]["status"] == answer.status
+    return failures
+
+
 def test_an_upstream_that_hangs_forever_is_cut_at_the_deadline(
     chaos_settings: ChaosSettings, hanging: SandboxServer
 ) -> None:
@@ -61,28 +93,16 @@ def test_an_upstream_that_hangs_forever_is_cut_at_the_deadline(
     settings["models"]["stuck"] = {"provider": "hanging", "price": PRICE, "deadline_seconds": DEADLINE}
     bodies = [{"model": "stuck", "messages": HELLO, "stream": i % 2 == 1} for i in range(scaled(24))]
     with ChaosGateway(build_config(settings, source="test", environ={})) as gateway:
-        before = {r["id"] for r in gateway.ledger_rows()}
-        tasks = gateway.tasks()
-        with WellBehaved(gateway.base_url) as probe:
-            got = asyncio.run(in_waves(2.5, lambda: fire(gateway.base_url, bodies)))
-        tally.answers, tally.probe = [a for a, _ in got], probe.answers
-        rows = {r["id"]: r for r in gateway.ledger_rows() if r["id"] not in before}
-        settle_and_check(gateway, tally, before=before, tasks=tasks)
+        got, rows = in_waves_beside_a_polite_client(gateway, tally, bodies, seconds=2.5)
         left_open = upstream_sockets(hanging.port)
     slowest = max(a.seconds for a in tally.answers)
-    cut = [a for a in tally.answers if a.status == 504]
+    cut = failed_then_circuit_open(got, rows, status=504)
     tally.note = f"{len(cut)} cut at the {DEADLINE:g} s deadline (slowest {slowest:.2f} s), the rest 503"
     tally.note += f" circuit open; {left_open} connections left to the hung upstream"
     tally.report()
     assert cut, "no request waited for the hung upstream"
-    for answer, response in got:
-        error = response.json()["error"]
-        if answer.status == 504:
-            assert error["code"] == "deadline_exceeded", error
-        else:  # the breaker opened on the timeouts: refused at once instead of waiting again
-            assert answer.status == 503 and error["code"] == "no_deployment", error
-        row = rows[answer.request_id]
-        assert row["status"] == answer.status and row["cost_nano"] == 0
+    assert all(error["code"] == "deadline_exceeded" for error in cut), cut
+    assert all(rows[a.request_id]["cost_nano"] == 0 for a, _ in got)
     # The deadline holds for every request, streamed or not, however many wait on the hung upstream.
     assert slowest < DEADLINE + 2.0
     assert left_open == 0, "connections to the hung upstream were kept after their requests gave up"
@@ -99,27 +119,17 @@ def test_a_provider_host_that_does_not_resolve_fails_cleanly_or_falls_back(
     settings["models"]["rescued"] = {"provider": "nowhere", "price": PRICE, "fallbacks": ["gpt-4o-mini"]}
     bodies = [{"model": ("lost", "rescued")[i % 2], "messages": HELLO} for i in range(scaled(32))]
     with ChaosGateway(build_config(settings, source="test", environ={})) as gateway:
-        before = {r["id"] for r in gateway.ledger_rows()}
-        tasks = gateway.tasks()
-        with WellBehaved(gateway.base_url) as probe:
-            got = asyncio.run(in_waves(2.0, lambda: fire(gateway.base_url, bodies)))
-        tally.answers, tally.probe = [a for a, _ in got], probe.answers
-        rows = {r["id"]: r for r in gateway.ledger_rows() if r["id"] not in before}
-        settle_and_check(gateway, tally, before=before, tasks=tasks)
+        got, rows = in_waves_beside_a_polite_client(gateway, tally, bodies, seconds=2.0)
     lost = [(a, r) for a, r in got if orjson.loads(r.request.content)["model"] == "lost"]
     rescued = [(a, r) for a, r in got if orjson.loads(r.request.content)["model"] == "rescued"]
-    unreachable = [a for a, _ in lost if a.status == 502]
+    unreachable = failed_then_circuit_open(lost, rows, status=502)
     tally.note = f"{len(lost)} failed ({len(unreachable)} 502 naming the provider, the rest 503 circuit open)"
     tally.note += f", {len(rescued)} answered by the fallback"
     tally.report()
     assert unreachable, "no request reported the DNS failure itself"
-    for answer, response in lost:
-        error = response.json()["error"]
-        if answer.status == 502:
-            assert error["type"] == "upstream_unreachable" and "nowhere" in error["message"], error
-        else:  # the breaker opened on the failures: refused at once, without another lookup
-            assert answer.status == 503 and error["code"] == "no_deployment", error
-        assert rows[answer.request_id]["status"] == answer.status
+    assert all(e["type"] == "upstream_unreachable" and "nowhere" in e["message"] for e in unreachable), (
+        unreachable
+    )
     for answer, response in rescued:
         assert answer.status == 200 and response.headers["x-tollgate-model"] == "gpt-4o-mini"
         row = rows[answer.request_id]
