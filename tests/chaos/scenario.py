@@ -187,6 +187,7 @@ class WellBehaved:
                     response = http.post("/v1/chat/completions", json=body)
                 except httpx.HTTPError as exc:
                     self.failures.append(f"{type(exc).__name__}: {exc}")
+                    self._stop.wait(self._pause)  # polite: no tight loop against a closed port
                     continue
                 self.answers.append(answer_of(response, time.perf_counter() - started))
                 self._stop.wait(self._pause)
