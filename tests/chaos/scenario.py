@@ -138,12 +138,16 @@ class Tally:
     def check_ledger(self, gateway: GatewayServer, *, before: set[str]) -> list[dict[str, Any]]:
         """Every request id a client was given must have exactly one ledger row; returns the new rows."""
         rows = [r for r in gateway.ledger_rows() if r["id"] not in before]
+        self.count(rows)
+        return rows
+
+    def count(self, rows: list[dict[str, Any]]) -> None:
+        """Rows, and against the request ids clients were given: lost and counted twice."""
         ids = [r["id"] for r in rows]
         answered = {a.request_id for a in self.every if a.request_id}
         self.ledger_rows = len(rows)
         self.lost = len(answered - set(ids))
         self.duplicates = len(ids) - len(set(ids))
-        return rows
 
     def report(self) -> None:
         RESULTS.append(self)

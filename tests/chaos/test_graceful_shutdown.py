@@ -107,13 +107,7 @@ def test_sigterm_under_load_drains_streams_and_loses_no_row(
     stream_answers = [a for a, _ in finished]
     tally.answers, tally.probe, tally.unanswered = stream_answers, probe.answers, len(probe.failures)
     rows = ledger(postgres_url)
-    ids = [r["id"] for r in rows]
-    answered = {a.request_id for a in tally.every if a.request_id}
-    tally.ledger_rows, tally.lost, tally.duplicates = (
-        len(rows),
-        len(answered - set(ids)),
-        len(ids) - len(set(ids)),
-    )
+    tally.count(rows)
     spooled = [p.name for p in Path(settings["ledger"]["spool_dir"]).glob("*") if p.stat().st_size]
     tally.note = (
         f"{STREAMS} streams mid-generation at SIGTERM all finished; exit {code} after {stopped:.1f} s"
@@ -122,6 +116,7 @@ def test_sigterm_under_load_drains_streams_and_loses_no_row(
     tally.report()
     assert code == 0, log.read_text()
     assert all(a.status == 200 for a in stream_answers) and all(done for _, done in finished)
+    answered = {a.request_id for a in tally.every if a.request_id}
     assert tally.lost == 0 and tally.duplicates == 0 and len(rows) == len(answered), tally.line()
     by_id = {r["id"]: r for r in rows}
     assert all(
