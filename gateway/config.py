@@ -246,6 +246,9 @@ class ServerConfig(Strict):
     max_headers: int = Field(default=128, ge=16)
     # An idle keep-alive connection is closed after this.
     keep_alive_seconds: float = Field(default=5.0, gt=0)
+    # A client that leaves the answer unread this long (the socket accepting none of it) is cut off,
+    # so it cannot hold a stream's upstream connection and budget reservation for as long as it likes.
+    send_timeout_seconds: float = Field(default=60.0, gt=0)
 
 
 class DatabaseConfig(Strict):

@@ -8,7 +8,10 @@ arrive within `header_timeout_seconds` and stay under `max_header_bytes` / `max_
 within `body_timeout_seconds`; past them the client gets an OpenAI-shaped 408 or 431 and the
 connection is closed after a short linger (so a client still writing can read its answer first).
 A body that times out is flagged in the ASGI scope, so the hot path bills it as 408
-(gateway/body_limits.py) rather than as a client that left.
+(gateway/body_limits.py) rather than as a client that left. On the way out, a client that leaves the
+answer unread (its socket accepting nothing) for `send_timeout_seconds` is cut off: uvicorn would
+otherwise wait on it forever, and a stream it holds keeps an upstream connection from a fixed-size
+pool and a budget reservation.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copyreg
 import http
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -26,7 +30,12 @@ from gateway.config import ServerConfig
 from gateway.errors import error_body
 from gateway.request_id import REQUEST_ID_KEY
 
+log = logging.getLogger("tollgate.http")
+
 BODY_TIMED_OUT = "tollgate.body_timed_out"
+# The connection's `Liveness`, in every request's scope: whether the client is still there, readable
+# without yielding to the loop (uvicorn's `send` returns silently once the client is gone).
+CLIENT_LIVENESS = "tollgate.client"
 # How long a refused connection keeps reading (and dropping) what the client still sends, so the
 # client can read the refusal instead of meeting a reset.
 LINGER_SECONDS = 2.0
@@ -38,6 +47,17 @@ class ConnectionLimits:
     max_headers: int
     header_timeout: float
     body_timeout: float
+    send_timeout: float
+
+
+class Liveness:
+    """Set when the connection is lost or cut: a relay writing an answer faster than the loop
+    runs other tasks would otherwise go on producing it (and reading its upstream) for nobody."""
+
+    __slots__ = ("gone",)
+
+    def __init__(self) -> None:
+        self.gone = False
 
 
 class _Refusal(Exception):
@@ -83,7 +103,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
         self._parsed_bytes = self._raw_bytes = self._header_count = 0
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
         self._refused = False
+        self._liveness = Liveness()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -91,6 +113,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
         self._header_timer = self.loop.call_later(self.limits.header_timeout, self._headers_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._liveness.gone = True
         self._cancel_timers()
         super().connection_lost(exc)
 
@@ -119,6 +142,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
             self._raw_bytes += len(data)
             if self._raw_bytes > self.limits.max_header_bytes:
                 self._refuse(431, self._too_large_message(), "request_header_fields_too_large")
+
+    # Flow control: the transport pauses our writes while the client's socket accepts nothing.
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._send_timer is None:
+            self._send_timer = self.loop.call_later(self.limits.send_timeout, self._send_timed_out)
+
+    def resume_writing(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+        super().resume_writing()
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, msg, "invalid_http")
@@ -152,6 +187,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
             self._header_timer.cancel()
             self._header_timer = None
         super().on_headers_complete()
+        self.scope[CLIENT_LIVENESS] = self._liveness  # type: ignore[literal-required]
         if self._body_timer is None and not self.parser.should_upgrade():
             self._body_timer = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
 
@@ -201,6 +237,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
             request_id=request_id if isinstance(request_id, str) else None,
         )
 
+    def _send_timed_out(self) -> None:
+        """The client has read none of the answer for `send_timeout`: drop the connection. The
+        application sees the client gone (a stream's relay stops, its upstream call is aborted and
+        its row written as 499 with the usage so far), and the buffered answer is discarded."""
+        self._send_timer = None
+        log.info(
+            "closing a connection whose client read nothing for %g s (server.send_timeout_seconds)",
+            self.limits.send_timeout,
+        )
+        self._liveness.gone = True
+        self.transport.abort()
+
     def _refuse(self, status: int, message: str, code: str, *, request_id: str | None = None) -> None:
         """Answer, stop parsing, drop whatever else arrives, and close after a short linger."""
         if self._refused or self.transport.is_closing():
@@ -216,10 +264,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
         self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _cancel_timers(self) -> None:
-        for timer in (self._header_timer, self._body_timer):
+        for timer in (self._header_timer, self._body_timer, self._send_timer):
             if timer is not None:
                 timer.cancel()
-        self._header_timer = self._body_timer = None
+        self._header_timer = self._body_timer = self._send_timer = None
 
 
 def guarded_protocol(server: ServerConfig) -> type[GuardedHttpToolsProtocol]:
@@ -230,6 +278,7 @@ def guarded_protocol(server: ServerConfig) -> type[GuardedHttpToolsProtocol]:
             max_headers=server.max_headers,
             header_timeout=server.header_timeout_seconds,
             body_timeout=server.body_timeout_seconds,
+            send_timeout=server.send_timeout_seconds,
         )
     )
 

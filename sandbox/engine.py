@@ -39,6 +39,8 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     tool: ToolCallSpec | None = None
+    # vLLM's `ignore_eos` sampling parameter: generate until `max_tokens`, past the natural end.
+    ignore_eos: bool = False
     # Cached prompt tokens the dialect worked out itself (Anthropic's explicit
     # breakpoints); None looks the prompt up in the shared prefix cache.
     cached_tokens: int | None = None
@@ -176,6 +178,7 @@ class Engine:
             request_seed=request.seed,
             max_tokens=request.max_tokens,
             stop=request.stop,
+            ignore_eos=request.ignore_eos,
         )
         return Choice(index, done.pieces, done.text, done.finish_reason, None, len(done.pieces))
 

@@ -114,7 +114,12 @@ class OpenAIDialect(Dialect):
     async def chat(self, ex: Exchange) -> None:
         """``POST /v1/chat/completions``, whole or streamed."""
         started = time.monotonic()
-        params = from_chat_request(ex.payload, tokenizer=self.tokenizer, max_model_len=self.config.model_len)
+        params = from_chat_request(
+            ex.payload,
+            tokenizer=self.tokenizer,
+            max_model_len=self.config.model_len,
+            vllm=self.config.dialect == "vllm",
+        )
         self.check_model(params.generation.model)
         writer = ChatWriter(
             vllm=self.vllm,

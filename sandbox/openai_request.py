@@ -160,8 +160,11 @@ def _tool(body: Mapping[str, Any]) -> ToolCallSpec | None:
     return ToolCallSpec(name=name, parameters=functions[name])
 
 
-def from_chat_request(body: object, *, tokenizer: Tokenizer, max_model_len: int) -> ChatParams:
-    """Validate a chat request body (already parsed JSON) and translate it."""
+def from_chat_request(
+    body: object, *, tokenizer: Tokenizer, max_model_len: int, vllm: bool = False
+) -> ChatParams:
+    """Validate a chat request body (already parsed JSON) and translate it; `vllm` reads vLLM's
+    extra sampling parameters too (`ignore_eos`)."""
     model = require_model(body)
     assert isinstance(body, Mapping)
     turns = _turns(body.get("messages"))
@@ -198,6 +201,7 @@ def from_chat_request(body: object, *, tokenizer: Tokenizer, max_model_len: int)
         stop=_stop(body.get("stop")),
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         tool=_tool(body),
+        ignore_eos=vllm and body.get("ignore_eos") is True,
     )
     return ChatParams(
         generation=generation,

@@ -60,9 +60,15 @@ class TextGenerator:
         request_seed: int | None = None,
         max_tokens: int | None = None,
         stop: Sequence[str] = (),
+        ignore_eos: bool = False,
     ) -> Completion:
-        """Return choice ``index`` for a prompt, capped at ``max_tokens`` and cut at ``stop``."""
+        """Return choice ``index`` for a prompt, capped at ``max_tokens`` and cut at ``stop``;
+        with ``ignore_eos`` (vLLM's sampling parameter) it runs on to ``max_tokens`` exactly."""
         natural = self._natural(digest, index, request_seed)
+        if ignore_eos and max_tokens is not None and len(natural.pieces) < max_tokens:
+            rng = random.Random(self._mix(digest, index, request_seed) ^ 0xE05)
+            more = natural.text + " " + _sentences(rng, max_tokens - len(natural.pieces) + 1)
+            natural = Completion(tuple(split_tokens(more)), more, "length")
         result = natural
         if max_tokens is not None and max_tokens < len(natural.pieces):
             pieces = natural.pieces[:max_tokens]

@@ -132,3 +132,18 @@ def test_two_sandboxes_keep_separate_metrics(vllm_sb: SandboxServer) -> None:
         client.chat.completions.create(model="only-here", messages=USER)
         assert any("only-here" in key for key in scrape(other))
     assert not any("only-here" in key for key in scrape(vllm_sb))
+
+
+def test_ignore_eos_generates_up_to_max_tokens(vllm_client: openai.OpenAI) -> None:
+    """vLLM's `ignore_eos` sampling parameter (what load generators use for long answers) runs past
+    the natural end to `max_tokens` exactly; without it the answer ends on its own."""
+    natural = vllm_client.chat.completions.create(model="llama", messages=USER, max_tokens=2_000)
+    forced = vllm_client.chat.completions.create(
+        model="llama", messages=USER, max_tokens=2_000, extra_body={"ignore_eos": True}
+    )
+    assert natural.usage is not None and natural.usage.completion_tokens < 2_000
+    assert natural.choices[0].finish_reason == "stop"
+    assert forced.usage is not None and forced.usage.completion_tokens == 2_000
+    assert forced.choices[0].finish_reason == "length"
+    content = forced.choices[0].message.content or ""
+    assert content.startswith(natural.choices[0].message.content or "")
