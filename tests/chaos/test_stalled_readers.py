@@ -120,9 +120,7 @@ def test_clients_that_stop_reading_are_cut_and_their_upstream_released(
             tally.answers, took = asyncio.run(run())
         tally.probe = probe.answers
         rows = {r["id"]: r for r in cut()}
-        left_open = upstream_sockets(
-            int(gateway.runtime.config.providers["local"].base_url.split(":")[2][:5])
-        )
+        left_open = upstream_sockets(long_vllm.port)
         settle_and_check(gateway, tally, before=before, tasks=tasks, same_status=False)
     tally.note = (
         f"{streams} streams left unread, all cut within {took:.1f} s; {left_open} upstream sockets left"
