@@ -301,3 +301,13 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def wait_until(done: Callable[[], bool], *, within: float) -> bool:
+    """Poll `done` until it holds (True) or `within` seconds pass (False)."""
+    deadline = time.monotonic() + within
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -20,7 +20,17 @@ import yaml
 from gateway.config_loader import build_config, load_config
 from sandbox.server import SandboxServer
 from tests.chaos.conftest import ChaosSettings
-from tests.chaos.scenario import HELLO, Answer, ChaosGateway, Tally, WellBehaved, answer_of, in_waves, scaled
+from tests.chaos.scenario import (
+    HELLO,
+    Answer,
+    ChaosGateway,
+    Tally,
+    WellBehaved,
+    answer_of,
+    in_waves,
+    scaled,
+    wait_until,
+)
 from tests.chaos.test_mid_stream import upstream_sockets
 from tests.chaos.test_slow_clients import settle_and_check
 from tests.conftest import PRICE
@@ -150,15 +160,15 @@ def test_the_config_file_deleted_under_load_keeps_the_last_policy_and_says_so(
         with WellBehaved(gateway.base_url) as probe, WellBehaved(gateway.base_url, pause=0) as load:
             time.sleep(0.5)
             path.unlink()
-            while watcher.last_error is None:
-                time.sleep(0.05)
+            assert wait_until(lambda: watcher.last_error is not None, within=10), (
+                "the deletion went unnoticed"
+            )
             stale = httpx.get(gateway.base_url + "/readyz")
             time.sleep(0.5)
             # Put it back with one change: the watcher loads it, and the change is in force.
             settings["aliases"]["restored"] = "gpt-4o-mini"
             path.write_text(yaml.safe_dump(settings))
-            while watcher.reloads == 0:
-                time.sleep(0.05)
+            assert wait_until(lambda: watcher.reloads > 0, within=10), "the restored file was not loaded"
             restored = httpx.post(
                 gateway.base_url + "/v1/chat/completions", json={"model": "restored", "messages": HELLO}
             )

@@ -90,8 +90,9 @@ def test_sigterm_under_load_drains_streams_and_loses_no_row(
         async def streams_cut_by_sigterm() -> tuple[list[tuple[Answer, bool]], float]:
             generating: asyncio.Queue[int] = asyncio.Queue()
             pending = asyncio.gather(*(whole_stream(base_url, i, generating) for i in range(STREAMS)))
-            for _ in range(STREAMS):
-                await generating.get()
+            async with asyncio.timeout(30):  # a stream that fails before its head fails the test
+                for _ in range(STREAMS):
+                    await generating.get()
             signalled = time.monotonic()
             process.send_signal(signal.SIGTERM)  # every stream has begun and none can have ended
             return list(await pending), signalled

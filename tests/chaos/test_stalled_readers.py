@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ import pytest
 
 from gateway.sandbox_launcher import free_port
 from tests.chaos.conftest import SERVER, ChaosConfig
-from tests.chaos.scenario import Answer, ChaosGateway, Tally, WellBehaved, chat_head, scaled
+from tests.chaos.scenario import Answer, ChaosGateway, Tally, WellBehaved, chat_head, scaled, wait_until
 from tests.chaos.test_mid_stream import upstream_sockets
 from tests.chaos.test_slow_clients import settle_and_check
 
@@ -71,7 +71,7 @@ def long_vllm() -> Iterator[Upstream]:
     process = subprocess.Popen([*command, "--max-model-len", "1000000"], stdout=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(base_url + "/health"), within=20)
+        assert wait_until(lambda: _answers(base_url + "/health"), within=20), "the emulator did not start"
         yield Upstream(base_url, port)
     finally:
         process.terminate()
@@ -83,12 +83,6 @@ def _answers(url: str) -> bool:
         return httpx.get(url, timeout=1).status_code == 200
     except httpx.TransportError:
         return False
-
-
-def wait_until(done: Callable[[], bool], *, within: float) -> None:
-    deadline = time.monotonic() + within
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def test_clients_that_stop_reading_are_cut_and_their_upstream_released(
