@@ -311,3 +311,11 @@ def wait_until(done: Callable[[], bool], *, within: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def answers_200(url: str) -> bool:
+    """Whether a GET of `url` answers 200 now (a server coming up, a readiness probe)."""
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -24,7 +24,7 @@ from gateway.accounting.schema import requests
 from gateway.sandbox_launcher import free_port
 from sandbox.server import SandboxServer
 from tests.chaos.conftest import ChaosSettings
-from tests.chaos.scenario import Answer, Tally, WellBehaved
+from tests.chaos.scenario import Answer, Tally, WellBehaved, answers_200, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -82,10 +82,10 @@ def test_sigterm_under_load_drains_streams_and_loses_no_row(
     with log.open("wb") as output:
         process = subprocess.Popen([*serve, "--port", str(port)], stdout=output, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while not _ready(base_url):
-            assert process.poll() is None and time.monotonic() < deadline, "the gateway did not start"
-            time.sleep(0.05)
+        started = wait_until(
+            lambda: process.poll() is not None or answers_200(base_url + "/readyz"), within=30
+        )
+        assert started and process.poll() is None, "the gateway did not start"
 
         async def streams_cut_by_sigterm() -> tuple[list[tuple[Answer, bool]], float]:
             generating: asyncio.Queue[int] = asyncio.Queue()
@@ -131,10 +131,3 @@ def test_sigterm_under_load_drains_streams_and_loses_no_row(
     assert all(
         f.startswith(("ConnectError", "RemoteProtocolError: Server disconnected")) for f in probe.failures
     ), probe.failures
-
-
-def _ready(base_url: str) -> bool:
-    try:
-        return httpx.get(base_url + "/readyz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False

@@ -17,13 +17,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
 from gateway.sandbox_launcher import free_port
 from tests.chaos.conftest import SERVER, ChaosConfig
-from tests.chaos.scenario import Answer, ChaosGateway, Tally, WellBehaved, chat_head, scaled, wait_until
+from tests.chaos.scenario import (
+    Answer,
+    ChaosGateway,
+    Tally,
+    WellBehaved,
+    answers_200,
+    chat_head,
+    scaled,
+    wait_until,
+)
 from tests.chaos.test_mid_stream import upstream_sockets
 from tests.chaos.test_slow_clients import settle_and_check
 
@@ -71,18 +79,11 @@ def long_vllm() -> Iterator[Upstream]:
     process = subprocess.Popen([*command, "--max-model-len", "1000000"], stdout=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        assert wait_until(lambda: _answers(base_url + "/health"), within=20), "the emulator did not start"
+        assert wait_until(lambda: answers_200(base_url + "/health"), within=20), "the emulator did not start"
         yield Upstream(base_url, port)
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def test_clients_that_stop_reading_are_cut_and_their_upstream_released(
