@@ -99,6 +99,10 @@ class StreamChunk:
     model: str | None = None
     # Characters of generated text in this chunk: what a broken stream is billed from.
     content_chars: int = 0
+    # Usage the provider reported before the end (Anthropic's `message_start`: the prompt with its
+    # cache reads and writes; Gemini's `usageMetadata` on every chunk). A stream that breaks before
+    # its final usage is billed from the latest of these rather than from our own count.
+    usage_so_far: Usage | None = None
     # The adapter already holds the stream's next chunk (the same upstream read): the gateway may
     # write this chunk's frame together with the following ones rather than on its own.
     more_ready: bool = False

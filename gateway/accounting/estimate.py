@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from providers.types import Usage
@@ -121,6 +122,14 @@ def prompt_tokens(messages: list[dict[str, Any]]) -> int:
         elif isinstance(content, list):
             total += sum(count_tokens(str(p.get("text") or "")) for p in content if isinstance(p, dict))
     return total
+
+
+def with_generated(reported: Usage, generated_chars: int) -> Usage:
+    """What the provider reported before its stream broke (the prompt exactly, cache reads and
+    writes included), with the answer counted from what was generated where that is more than the
+    provider had reported yet."""
+    answer = max(reported.completion_tokens, -(-generated_chars // CHARS_PER_TOKEN))
+    return replace(reported, completion_tokens=answer, estimated=True)
 
 
 def estimate_usage(messages: list[dict[str, Any]], generated_chars: int) -> Usage:

@@ -17,7 +17,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.accounting.estimate import estimate_usage
+from gateway.accounting.estimate import estimate_usage, with_generated
 from gateway.accounting.record import RequestRecord
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.executor import Trace
@@ -307,6 +307,7 @@ async def _relay(
     estimate. The ledger row is written in `finally`, so a client that disconnects is still billed."""
     runtime, record, chat, trace, held = flight.runtime, flight.record, flight.chat, flight.trace, flight.held
     usage: Usage | None = None
+    reported: Usage | None = None  # what the provider said before the end (`usage_so_far`)
     generated = 0
     keep = runtime.config.ledger.store_bodies or flight.gate.stores_bodies(flight.admitted.team)
     sent: list[bytes] | None = [] if held is not None or keep else None
@@ -329,6 +330,8 @@ async def _relay(
             generated += chunk.content_chars
             if chunk.usage is not None:
                 usage = chunk.usage
+            elif chunk.usage_so_far is not None:
+                reported = chunk.usage_so_far
             if datas is not None:
                 datas.append(chunk.data)
             frame = encoder.chunk(chunk)
@@ -357,9 +360,12 @@ async def _relay(
     finally:
         with anyio.CancelScope(shield=True):
             if usage is None:
-                # Off the loop: the first estimate loads the tokenizer (~0.4 s of parsing), and
-                # counting a long prompt is milliseconds; other clients must not wait for either.
-                usage = await anyio.to_thread.run_sync(estimate_usage, chat.messages, generated)
+                if reported is not None:
+                    usage = with_generated(reported, generated)
+                else:
+                    # Off the loop: the first estimate loads the tokenizer (~0.4 s of parsing), and
+                    # counting a long prompt is milliseconds; other clients must not wait for either.
+                    usage = await anyio.to_thread.run_sync(estimate_usage, chat.messages, generated)
                 record.usage_estimated = True
             bill(runtime, record, usage, trace)
             if keep and sent is not None:

@@ -67,7 +67,9 @@ class AnthropicStreamDecoder:
         self.id = str(message.get("id") or self.id)
         self.model = str(message.get("model") or self.model)
         self._usage = dict(message.get("usage") or {})
-        return [self._chunk({"role": "assistant", "content": ""})]
+        opening = self._chunk({"role": "assistant", "content": ""})
+        opening.usage_so_far = from_anthropic_usage(self._usage)
+        return [opening]
 
     def _block_start(self, index: int, block: JSON) -> list[StreamChunk]:
         kind = block.get("type")

@@ -55,6 +55,8 @@ class GeminiStreamDecoder:
             # Thoughts are never shown, but a broken stream is billed from generated characters.
             chunks[0].content_chars += self._pending_chars
             self._pending_chars = 0
+        if chunks and frame.get("usageMetadata"):
+            chunks[-1].usage_so_far = from_gemini_usage(self._usage)
         return chunks
 
     def finish(self) -> list[StreamChunk]:

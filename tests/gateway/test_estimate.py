@@ -12,7 +12,8 @@ import pytest
 import tiktoken
 
 from gateway.accounting import estimate
-from gateway.accounting.estimate import _PER_MESSAGE_TOKENS, count_tokens, estimate_usage
+from gateway.accounting.estimate import _PER_MESSAGE_TOKENS, count_tokens, estimate_usage, with_generated
+from providers.types import Usage
 
 TEXTS = [
     "",
@@ -74,3 +75,14 @@ def test_the_tokenizer_loads_once_however_many_threads_ask_first(monkeypatch: py
         counts = list(pool.map(count_tokens, ["hello world"] * 8))
     assert loads == [1]
     assert counts == [2] * 8
+
+
+def test_a_reported_usage_keeps_its_prompt_and_cache_and_counts_the_answer_generated() -> None:
+    reported = Usage(prompt_tokens=1_200, completion_tokens=1, cached_tokens=1_000, raw={"input_tokens": 200})
+    usage = with_generated(reported, generated_chars=41)
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.raw) == (1_200, 1_000, {"input_tokens": 200})
+    assert usage.completion_tokens == 11 and usage.estimated  # 41 characters, four a token, rounded up
+    assert (
+        with_generated(Usage(prompt_tokens=5, completion_tokens=30), generated_chars=8).completion_tokens
+        == 30
+    )

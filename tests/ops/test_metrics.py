@@ -274,7 +274,11 @@ def write_spool(spool: Path) -> None:
 async def test_ledger_gauges_spool_bytes_and_counters_follow_the_writer(source: FakeSource) -> None:
     write_spool(Path(source.config.ledger.spool_dir))
     source.ledger = FakeLedger(
-        database_down=True, queue_depth=42, written=5, spooled=3, spool_dir=Path(source.config.ledger.spool_dir)
+        database_down=True,
+        queue_depth=42,
+        written=5,
+        spooled=3,
+        spool_dir=Path(source.config.ledger.spool_dir),
     )
     metrics = Metrics()
     text = (await metrics.scrape(source)).decode()

@@ -347,6 +347,16 @@ def test_anthropic_upstream_through_decoder_and_encoder_keeps_text_and_tool_inpu
     )
 
 
+def test_message_start_usage_is_kept_for_a_stream_that_breaks() -> None:
+    """The prompt's exact count and its cache writes are known from `message_start` on: a stream cut
+    before `message_delta` is billed from them, not from our own count of the prompt."""
+    from tests.providers.test_anthropic_client import START
+
+    (opening,) = AnthropicStreamDecoder(model="claude", created=1).feed(*START)
+    assert opening.usage is None and opening.usage_so_far is not None
+    assert (opening.usage_so_far.prompt_tokens, opening.usage_so_far.cache_write_tokens) == (520, 500)
+
+
 def test_an_empty_stream_still_opens_and_closes_a_message() -> None:
     events = AnthropicStreamEncoder(model="m", message_id="msg_x").finish()
     assert [name for name, _ in events] == ["message_start", "message_delta", "message_stop"]

@@ -236,6 +236,9 @@ async def test_stream_text_function_call_and_final_usage() -> None:
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 10
     assert parsed[-1].usage is not None and parsed[-1].usage.prompt_tokens_details is not None
     assert parsed[-1].usage.total_tokens == 18
+    # What Gemini reports on the way is kept, so a stream cut before its end is billed from it.
+    reported = [c.usage_so_far.prompt_tokens for c in chunks if c.usage_so_far is not None]
+    assert reported[0] == 8
 
 
 async def test_stream_yields_each_frame_as_it_arrives() -> None:
