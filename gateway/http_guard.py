@@ -246,8 +246,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol, metaclass=_LimitedProtocolType
             "closing a connection whose client read nothing for %g s (server.send_timeout_seconds)",
             self.limits.send_timeout,
         )
-        self._liveness.gone = True
-        self.transport.abort()
+        self.transport.abort()  # connection_lost marks the client gone before any writer resumes
 
     def _refuse(self, status: int, message: str, code: str, *, request_id: str | None = None) -> None:
         """Answer, stop parsing, drop whatever else arrives, and close after a short linger."""

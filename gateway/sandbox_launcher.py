@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from types import TracebackType
 
 
@@ -22,9 +23,10 @@ def free_port() -> int:
 class SandboxFleet:
     """One emulator process per dialect; a context manager that stops them all on exit."""
 
-    def __init__(self, dialects: list[str], *, profile: str | None = None) -> None:
+    def __init__(self, dialects: list[str], *, profile: str | None = None, args: Sequence[str] = ()) -> None:
         self._dialects = dialects
         self._profile = profile
+        self._args = list(args)  # more `python -m sandbox` options, for every emulator
         self._processes: list[subprocess.Popen[bytes]] = []
         self.urls: dict[str, str] = {}
 
@@ -35,6 +37,7 @@ class SandboxFleet:
             command = [sys.executable, "-m", "sandbox", "--port", str(port), "--dialect", dialect]
             if self._profile:
                 command += ["--profile", self._profile]
+            command += self._args
             self._processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
             ports[dialect] = port
         try:

@@ -113,8 +113,9 @@ class _Pool:
     async def _open_connection(self) -> Connection:
         """Each address in the resolver's order until one connects, as `create_connection` does."""
         loop = asyncio.get_running_loop()
-        hosts = [(self._host, 0)]
-        if self._resolver is not None:
+        if self._resolver is None:  # an IP literal
+            hosts = [(self._host, 0)]
+        else:
             hosts = [(info[4][0], info[0]) for info in await self._resolver.resolve(self._host, self._port)]
         failures: list[OSError] = []
         for host, family in hosts:

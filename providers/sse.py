@@ -43,7 +43,8 @@ class SSEDecoder:
             if b"\n" not in chunk and b"\r" not in chunk:
                 self._pending.append(chunk)
                 self._pending_size += len(chunk)
-                self._check(len(self._buffer) + self._pending_size)
+                if len(self._buffer) + self._pending_size > self._limit:
+                    raise self._too_large()
                 return []
             if self._pending:
                 buffer = b"".join([self._buffer, *self._pending, chunk])
@@ -71,7 +72,7 @@ class SSEDecoder:
                 continue
             self._take_line(line)
         if len(self._buffer) + self._data_size > self._limit:
-            self._check(len(self._buffer) + self._data_size)
+            raise self._too_large()
         return events
 
     def flush(self) -> list[ServerSentEvent]:
@@ -89,9 +90,8 @@ class SSEDecoder:
         self._event = None
         return events
 
-    def _check(self, size: int) -> None:
-        if size > self._limit:
-            raise AnswerTooLarge(f"a stream event over {self._limit >> 20} MiB")
+    def _too_large(self) -> AnswerTooLarge:
+        return AnswerTooLarge(f"a stream event over {self._limit >> 20} MiB")
 
     def _take_line(self, line: bytes) -> None:
         if line[:1] == b":":

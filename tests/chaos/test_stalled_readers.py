@@ -10,24 +10,20 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pytest
 
-from gateway.sandbox_launcher import free_port
+from gateway.sandbox_launcher import SandboxFleet
 from tests.chaos.conftest import SERVER, ChaosConfig
 from tests.chaos.scenario import (
     Answer,
     ChaosGateway,
     Tally,
     WellBehaved,
-    answers_200,
     chat_head,
     scaled,
     wait_until,
@@ -63,37 +59,21 @@ async def stall(port: int, i: int, release: asyncio.Event) -> Answer:
     return Answer(status, found.group(1).decode() if found else None, status == 200)
 
 
-@dataclass(frozen=True)
-class Upstream:
-    base_url: str
-    port: int
-
-
 @pytest.fixture(scope="module")
-def long_vllm() -> Iterator[Upstream]:
+def long_vllm() -> Iterator[str]:
     """A vLLM emulator whose model takes a million tokens, so an answer can outgrow every buffer. In
     its own process, as a real upstream would be: generating megabytes of answer in the test's
     process would take the GIL from the gateway and make the polite client's figure meaningless."""
-    port = free_port()
-    command = [sys.executable, "-m", "sandbox", "--dialect", "vllm", "--instant", "--port", str(port)]
-    process = subprocess.Popen([*command, "--max-model-len", "1000000"], stdout=subprocess.DEVNULL)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        assert wait_until(lambda: answers_200(base_url + "/health"), within=20), "the emulator did not start"
-        yield Upstream(base_url, port)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with SandboxFleet(["vllm"], profile="instant", args=["--max-model-len", "1000000"]) as fleet:
+        yield fleet.urls["vllm"]
 
 
 def test_clients_that_stop_reading_are_cut_and_their_upstream_released(
-    chaos_config: ChaosConfig, long_vllm: Upstream
+    chaos_config: ChaosConfig, long_vllm: str
 ) -> None:
     tally = Tally("clients that stop reading a stream")
     streams = scaled(6)
-    config = chaos_config(
-        vllm_url=long_vllm.base_url, server={**SERVER, "send_timeout_seconds": SEND_TIMEOUT}
-    )
+    config = chaos_config(vllm_url=long_vllm, server={**SERVER, "send_timeout_seconds": SEND_TIMEOUT})
     with ChaosGateway(config) as gateway:
         before = {r["id"] for r in gateway.ledger_rows()}
         tasks = gateway.tasks()
@@ -115,7 +95,7 @@ def test_clients_that_stop_reading_are_cut_and_their_upstream_released(
             tally.answers, took = asyncio.run(run())
         tally.probe = probe.answers
         rows = {r["id"]: r for r in cut()}
-        left_open = upstream_sockets(long_vllm.port)
+        left_open = upstream_sockets(int(long_vllm.rsplit(":", 1)[1]))
         settle_and_check(gateway, tally, before=before, tasks=tasks, same_status=False)
     tally.note = (
         f"{streams} streams left unread, all cut within {took:.1f} s; {left_open} upstream sockets left"
