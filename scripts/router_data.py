@@ -24,6 +24,9 @@ from gateway.routing.features import FEATURE_NAMES, extract_features, last_user_
 
 DATA_DIR = ROOT / "data" / "routing"
 DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
+# Our own prompts of the kinds the public data lacks (`data/routing/probes/README.md`): set A chose
+# the hand-set weights, set B is read only as the held-out check. Never fitted.
+PROBE_SETS = ("a", "b")
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
 HELD_OUT_SOURCES = frozenset({"math500"})  # never fitted: the check on a source the model has not seen
@@ -45,6 +48,14 @@ class Item:
     sample: str = ""  # what the text features read and the second stage embeds
 
 
+def probes(name: str, data_dir: Path = DATA_DIR) -> list[Item]:
+    """One probe set, its `kind` as the item's source."""
+    items = []
+    for item in _items(data_dir / "probes" / f"{name}.jsonl"):
+        items.append(replace(item, split="probe"))
+    return items
+
+
 def load(data_dir: Path = DATA_DIR) -> tuple[list[Item], list[Item]]:
     """The labelled prompts (`train.jsonl`) and the weak/strong outcome rows, with features."""
     return _items(data_dir / DATA_FILES[0]), _items(data_dir / DATA_FILES[1])
@@ -64,8 +75,8 @@ def _item(row: dict[str, Any]) -> Item:
     body = {"messages": [{"role": "user", "content": row["prompt"]}]}
     return Item(
         id=row["id"],
-        source=row["source"],
-        split=row["split"],
+        source=row.get("source") or row["kind"],
+        split=row.get("split", ""),
         label=None if row["label"] is None else row["label"] == "complex",
         features=extract_features(body),
         weak=scores.get(WEAK),

@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from router_data import Item, length_scores
+from router_data import PROBE_SETS, Item, length_scores, probes
 
 from gateway.routing import evaluation
 
@@ -66,7 +66,21 @@ def report(
         "auroc_level3_4_vs_1_2": evaluation.auroc(hard, scorer(maths)),
         "auroc_length_baseline": evaluation.auroc(hard, length_scores(maths)),
     }
+    figures["probes"] = {name: probe_figures(scorer, probes(name), threshold=threshold) for name in PROBE_SETS}
     return figures
+
+
+def probe_figures(scorer: Scorer, items: Sequence[Item], *, threshold: float) -> dict[str, Any]:
+    """How a probe set (the kinds of request the public data lacks) is ranked and routed."""
+    labels = [bool(i.label) for i in items]
+    scores = scorer(items)
+    return {
+        "items": len(items),
+        "auroc": evaluation.auroc(labels, scores),
+        "auroc_length_baseline": evaluation.auroc(labels, length_scores(items)),
+        "accuracy": evaluation.accuracy_at(labels, scores, threshold),
+        "routed_to_cheap": evaluation.routed_share(scores, threshold),
+    }
 
 
 def apgr_figures(scorer: Scorer, outcomes: Sequence[Item], *, threshold: float) -> dict[str, Any]:
@@ -143,3 +157,10 @@ def print_report(figures: dict[str, Any], *, title: str) -> None:
         f"MATH-500 (never trained on) level 3-4 vs 1-2: AUROC {m['auroc_level3_4_vs_1_2']:.3f} "
         f"(length alone {m['auroc_length_baseline']:.3f}, {m['items']} items)"
     )
+    for name, entry in figures["probes"].items():
+        role = "chose the hand-set weights" if name == "a" else "held out"
+        print(
+            f"probe set {name} ({role}): AUROC {entry['auroc']:.3f} (length alone "
+            f"{entry['auroc_length_baseline']:.3f}, {entry['items']} items); at the threshold accuracy "
+            f"{entry['accuracy']:.3f}, {entry['routed_to_cheap']:.0%} to the cheap tier"
+        )

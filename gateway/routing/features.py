@@ -35,7 +35,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "digits",  # share of bytes that are digits
     "numbers",  # log1p of distinct digit runs
     "number_size",  # digits in the longest digit run, at most 12 (bigger numbers, harder arithmetic)
-    "reasoning_cues",  # distinct reasoning cues ("prove", "derive", "step by step", ...)
+    "reasoning_cues",  # distinct reasoning cues ("explain why", "calculate", "step by step", ...)
+    "expert_cues",  # distinct expert-task cues ("prove", "theorem", "thread-safe", "trade-offs", ...)
+    "routine_cues",  # distinct routine-task cues ("summarize", "translate", "proofread", "extract", ...)
     "multi_step",  # log1p of list items and sequencing words ("first", "then", "finally", ...)
     "conditionals",  # distinct conditional / hypothetical cues ("if", "suppose", "unless", ...)
     "quantities",  # distinct quantitative-relation cues ("than", "twice", "per", "average", ...)
@@ -79,19 +81,38 @@ _CODE_WORDS = frozenset(
     b"algorithm recursion recursive".split()
 )
 _REASONING_WORDS = frozenset(
-    b"prove proof derive derivation justify explain why analyze analyse analysis evaluate "
-    b"compare contrast reason reasoning infer deduce implies implication therefore hence "
-    b"calculate compute determine estimate optimize optimise design implement architect "
-    b"tradeoff tradeoffs critique assess argue hypothesis theorem lemma rigorous rigorously "
-    b"step steps step-by-step strategy plan debug diagnose".split()
+    b"justify explain why analyze analyse analysis evaluate compare contrast reason reasoning infer "
+    b"deduce implies implication therefore hence calculate compute determine estimate critique "
+    b"assess argue hypothesis step steps step-by-step strategy plan debug diagnose".split()
+)
+# Words of work a small model does badly: proofs, systems and concurrency, design trade-offs. Exam
+# questions name them rarely, so the data barely weigh them; the training script gives them a floor.
+_EXPERT_WORDS = frozenset(
+    b"prove proof proofs derive derivation theorem lemma corollary rigorous rigorously induction "
+    b"counterexample invariant invariants asymptotic optimal optimality np-hard formalize formalise "
+    b"design architect architecture scalable scalability distributed consensus replication sharding "
+    b"idempotent idempotency linearizable serializable concurrency concurrent thread-safe lock-free "
+    b"deadlock deadlocks mutex tradeoff tradeoffs trade-off trade-offs implement optimize optimise "
+    b"refactor".split()
+)
+# Work on text the user supplies, which small models do well however long the text: the ask is
+# easy even when the prompt is not short.
+_ROUTINE_WORDS = frozenset(
+    b"summarize summarise summary summarization tldr translate extract reformat proofread typo "
+    b"typos grammar spelling rewrite rephrase paraphrase classify categorize categorise convert "
+    b"shorten".split()
 )
 # Phrases, each behind a word it contains: a set lookup spares a scan when the word is absent.
 _REASONING_PHRASES = (
     (b"step", b"step by step"),
-    (b"show", b"show that"),
     (b"why", b"explain why"),
     (b"what", b"what if"),
     (b"would", b"how would"),
+)
+_EXPERT_PHRASES = (
+    (b"show", b"show that"),
+    (b"race", b"race condition"),
+    (b"edge", b"edge cases"),
 )
 _SEQUENCE_WORDS = frozenset(
     b"first second third fourth then next finally afterwards subsequently before after until".split()
@@ -240,6 +261,8 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
     numbers = len(runs)
     reasoning = len(words & _REASONING_WORDS)
     reasoning += sum(1 for key, phrase in _REASONING_PHRASES if key in words and phrase in low_all)
+    expert = len(words & _EXPERT_WORDS)
+    expert += sum(1 for key, phrase in _EXPERT_PHRASES if key in words and phrase in low_all)
     constraints = len(words & _CONSTRAINT_WORDS)
     constraints += sum(low_all.count(phrase) for key, phrase in _CONSTRAINT_PHRASES if key in words)
     lines = b"\n" + raw if multiline else b""
@@ -258,6 +281,8 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
         math.log1p(numbers),
         float(min(max(map(len, runs), default=0), 12)),
         float(reasoning),
+        float(expert),
+        float(len(words & _ROUTINE_WORDS)),
         math.log1p(len(_LIST_ITEM.findall(lines)) + len(words & _SEQUENCE_WORDS)),
         float(len(words & _CONDITIONAL_WORDS)),
         float(len(words & _QUANTITY_WORDS)),
