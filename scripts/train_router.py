@@ -96,6 +96,18 @@ FLOORS: dict[str, float] = {
     "constraints": 0.3,  # "must", "exactly", "at least": 3 of them +0.42 (costs ~0.006 APGR on dev)
     "multi_step": 0.2,  # 5 list items: +0.36
 }
+# Raw values up to which a floored cue keeps pushing. Standardised values are clipped at CLIP
+# standard deviations of the training rows, and these cues are so rare there that the clip would
+# stop their push after a fraction of one cue (the first floors never lifted a design question by
+# more than +0.37, however many cues it had). The scale of each is at least its span / CLIP.
+SPANS: dict[str, float] = {
+    "code_symbols": 0.2,  # a fifth of the bytes code punctuation
+    "code_keywords": 4.0,
+    "expert_cues": 4.0,
+    "reasoning_cues": 4.0,
+    "constraints": 2.2,  # log1p of 8 constraint words
+    "multi_step": 2.4,  # log1p of 10 list items or sequencing words
+}
 # Features allowed a negative weight: style rather than a difficulty cue. (CLINC150 and NQ-open are
 # lower-cased, which inflates this one's weight; clipping at CLIP bounds what shouting can do.)
 SIGNED = frozenset({"capitals"})
@@ -138,6 +150,7 @@ def fit(
     means, scales = x.mean(axis=0), x.std(axis=0)
     varies = scales > 1e-12
     means, scales = np.where(varies, means, 0.0), np.where(varies, scales, 1.0)
+    scales = np.maximum(scales, [SPANS.get(name, 0.0) / CLIP for name in FEATURE_NAMES])
     kinds = tuple(
         "excluded" if name in exclude else "prior" if name in PRIORS or not v else "data"
         for name, v in zip(FEATURE_NAMES, varies, strict=True)
@@ -267,6 +280,7 @@ def weights_document(model: Model, *, threshold: float, training: dict[str, Any]
             "non_negative_except": sorted(SIGNED),
             "excluded": sorted(EXCLUDED),
             "floors": dict(FLOORS),
+            "spans": dict(SPANS),
             "priors": dict(PRIORS),
             "threshold_rule": "best balanced accuracy on the training rows, 0.01 grid",
             "bootstrap_seed": SEED,

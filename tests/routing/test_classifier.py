@@ -74,6 +74,45 @@ def test_sanity_ordering(classifier: ComplexityClassifier) -> None:
     assert classifier.score({**plain, "reasoning_effort": "high"}) > classifier.score(plain)
 
 
+WORD_PROBLEM = user(
+    "Sam had 14 marbles and bought 3 bags of 6 marbles each. He gave a third of them to his sister "
+    "and twice as many as that to his friends. How many marbles does he have left?"
+)
+HARD_KINDS = {
+    "proof": "Prove that every group of order $p^2$, with $p$ prime, is abelian.",
+    "competition maths": r"Find the number of ordered pairs $(a,b)$ of integers with "
+    r"$\frac{1}{a} + \frac{1}{b} = \frac{1}{12}$.",
+    "system design": "Design a multi-region, active-active ledger that never double-charges a "
+    "customer. Discuss consistency, idempotency keys and the trade-offs during a network partition.",
+    "concurrency": "Is this double-checked locking in Java thread-safe without volatile? Explain the "
+    "race condition under the Java memory model.",
+}
+PASTED_EMAIL = (
+    "Hi team, quick update on the office move. Movers arrive Friday 9 May at 8:00; please pack your "
+    "desks by Thursday 17:00 and label every box with your name and new desk number (see the floor "
+    "plan in the shared drive, B2-014 to B2-062). IT will disconnect monitors on Thursday at 18:00. "
+    "Parking at 41 Harbor Street opens on Monday 12 May; badges are at reception. Questions to "
+    "Priya (ext. 4417) or Marcus (ext. 4420). Thanks, Facilities"
+)
+
+
+@pytest.mark.parametrize("kind", sorted(HARD_KINDS))
+def test_hard_work_outranks_exam_arithmetic_and_chores(classifier: ComplexityClassifier, kind: str) -> None:
+    """Kinds of work the exam data lacks: a fit to it alone scored a grade-school word problem above
+    a proof or a design question, and sent all of these to the cheap tier."""
+    hard = classifier.score(user(HARD_KINDS[kind]))
+    assert hard > classifier.threshold
+    assert hard > classifier.score(WORD_PROBLEM)
+
+
+def test_routine_work_on_a_pasted_text_scores_lower(classifier: ComplexityClassifier) -> None:
+    """Summarising or translating what the user pasted is easy however long it is (the length and the
+    numbers of the text still count: this pasted e-mail's summary stays above the threshold)."""
+    asked = classifier.score(user("Here is an email from Facilities.\n\n" + PASTED_EMAIL))
+    for chore in ("Summarize this email in two sentences:", "Translate this email to German:"):
+        assert classifier.score(user(f"{chore}\n\n{PASTED_EMAIL}")) < asked - 0.05
+
+
 def test_explain_names_the_biggest_pushes(classifier: ComplexityClassifier) -> None:
     reasons = classifier.explain(user("hi"))
     assert reasons and reasons[0][0] == "prompt_tokens" and reasons[0][1] < 0

@@ -48,7 +48,7 @@ def test_math() -> None:
     f = feature_dict(user(r"Solve $x^2 + 3x - 4 = 0$ and show that $\frac{a}{b} \le 1$ for 12 and 7."))
     assert f["math_notation"] > math.log1p(5)
     assert f["numbers"] == pytest.approx(math.log1p(7))  # distinct digit runs: 2 3 4 0 1 12 7
-    assert f["reasoning_cues"] >= 1  # "show that"
+    assert f["expert_cues"] >= 1  # "show that"
 
 
 def test_distinct_numbers() -> None:
@@ -86,9 +86,21 @@ def test_reasoning_steps_and_constraints() -> None:
         "exceed exactly one page."
     )
     f = feature_dict(body)
-    assert f["reasoning_cues"] >= 4  # prove, step, why, "step by step", "explain why"
+    assert f["reasoning_cues"] >= 4  # step, why, "step by step", "explain why"
+    assert f["expert_cues"] == 2  # prove, invariant
     assert f["multi_step"] >= math.log1p(5)  # three list items, first, then
     assert f["constraints"] >= math.log1p(4)  # must, at least, do not, exactly
+
+
+def test_expert_and_routine_cues() -> None:
+    design = feature_dict(user("Design a thread-safe, lock-free queue and discuss the trade-offs."))
+    assert design["expert_cues"] == 4  # design, thread-safe, lock-free, trade-offs
+    assert design["routine_cues"] == 0
+    chore = feature_dict(user("Please summarize this email, then translate it to French: ..."))
+    assert chore["routine_cues"] == 2
+    assert chore["expert_cues"] == 0
+    race = feature_dict(user("Find the race condition; mind the edge cases."))
+    assert race["expert_cues"] == 2
 
 
 def test_conditionals_quantities_negations() -> None:
@@ -192,9 +204,11 @@ def test_long_prompt_reads_a_capped_sample_but_counts_every_token() -> None:
     f = feature_dict(user(document + "\nNow prove it step by step."))
     assert f["prompt_tokens"] == pytest.approx(math.log1p((len(document) + 27) / 4))
     assert f["reasoning_cues"] >= 2  # the tail of the message is read
+    assert f["expert_cues"] == 1  # prove
     cue_in_the_middle = "lorem " * 2000 + "prove derive justify " + "lorem " * 2000
     assert len(cue_in_the_middle) > SAMPLE_CHARS
     assert feature_dict(user(cue_in_the_middle))["reasoning_cues"] == 0
+    assert feature_dict(user(cue_in_the_middle))["expert_cues"] == 0
 
 
 def test_long_content_parts_are_sampled_too() -> None:
