@@ -66,6 +66,12 @@ def report(
         "auroc_level3_4_vs_1_2": evaluation.auroc(hard, scorer(maths)),
         "auroc_length_baseline": evaluation.auroc(hard, length_scores(maths)),
     }
+    # Across kinds: a competition problem should outrank a grade-school word problem both models solve.
+    level4 = [i for i in maths if i.difficulty == 4]
+    word_problems = [i for i in dev if i.source == "routellm_gsm8k" and not i.label]
+    figures["math500_unseen"]["auroc_level4_vs_gsm8k_simple"] = evaluation.auroc(
+        [True] * len(level4) + [False] * len(word_problems), scorer(level4 + word_problems)
+    )
     figures["probes"] = {name: probe_figures(scorer, probes(name), threshold=threshold) for name in PROBE_SETS}
     return figures
 
@@ -155,7 +161,8 @@ def print_report(figures: dict[str, Any], *, title: str) -> None:
     m = figures["math500_unseen"]
     print(
         f"MATH-500 (never trained on) level 3-4 vs 1-2: AUROC {m['auroc_level3_4_vs_1_2']:.3f} "
-        f"(length alone {m['auroc_length_baseline']:.3f}, {m['items']} items)"
+        f"(length alone {m['auroc_length_baseline']:.3f}, {m['items']} items); "
+        f"level 4 vs GSM8K dev simple: {m['auroc_level4_vs_gsm8k_simple']:.3f}"
     )
     for name, entry in figures["probes"].items():
         role = "chose the hand-set weights" if name == "a" else "held out"

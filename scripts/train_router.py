@@ -59,7 +59,7 @@ from gateway.routing import evaluation
 from gateway.routing.features import FEATURE_NAMES
 
 WEIGHTS_PATH = ROOT / "gateway" / "routing" / "weights.json"
-VERSION = "1.1.0"
+VERSION = "1.2.0"
 L2 = 1.0  # on standardised coefficients, against a log-loss summed over ~12k rows: a light touch
 
 # Logit per unit of the raw feature (clipped at CLIP units), for the features the data never or hardly
