@@ -72,7 +72,9 @@ def report(
     figures["math500_unseen"]["auroc_level4_vs_gsm8k_simple"] = evaluation.auroc(
         [True] * len(level4) + [False] * len(word_problems), scorer(level4 + word_problems)
     )
-    figures["probes"] = {name: probe_figures(scorer, probes(name), threshold=threshold) for name in PROBE_SETS}
+    figures["probes"] = {
+        name: probe_figures(scorer, probes(name), threshold=threshold) for name in PROBE_SETS
+    }
     return figures
 
 
