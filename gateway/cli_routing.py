@@ -44,7 +44,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=(
             "Each line of FILE is a JSON object with the prompt ('prompt' string, 'messages' list, "
             "or a whole chat request under 'body'), optionally 'id', 'label' ('simple' or 'complex'; "
-            "unlabelled items are scored but left out of AUROC and accuracy), 'source', 'split', and "
+            "unlabelled items are scored but left out of AUROC and accuracy), 'source' or 'kind' "
+            "(figures per group), 'split', and "
             "'scores' (model name -> quality, e.g. 1.0 when that model answered correctly). "
             "'Cost saved' in the table is the share of strong-model calls avoided."
         ),
@@ -184,9 +185,17 @@ def _row(row: dict[str, Any], *, where: str, default_id: str) -> Row:
         id=str(row.get("id", default_id)),
         body=body,
         label=None if label is None else _LABELS[label],
-        source=row["source"] if isinstance(row.get("source"), str) else None,
+        source=_group(row),
         qualities=qualities,
     )
+
+
+def _group(row: dict[str, Any]) -> str | None:
+    """What the per-group table groups by: the item's 'source', else its 'kind'."""
+    for key in ("source", "kind"):
+        if isinstance(row.get(key), str):
+            return str(row[key])
+    return None
 
 
 def write_scores(path: Path, items: Sequence[Item], threshold: float) -> None:

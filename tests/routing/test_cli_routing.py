@@ -112,6 +112,24 @@ def test_shipped_weights_and_default_threshold(data: Path) -> None:
     assert "items: 6 scored, 5 labelled (2 complex, 3 simple)" in out
 
 
+def test_figures_per_source_or_kind(tmp_path: Path) -> None:
+    rows = [
+        {"prompt": "hi", "label": "simple", "kind": "chat"},
+        {"prompt": "hello there", "label": "simple", "kind": "chat"},
+        {"prompt": "x" * 400, "label": "complex", "kind": "proof"},
+        {"prompt": "y" * 40, "label": "simple", "source": "exam", "kind": "ignored when source is set"},
+        {"prompt": "z" * 800, "label": "complex", "source": "exam"},
+    ]
+    path = tmp_path / "kinds.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    code, out, err = run(str(path), "--threshold", "0.5", classifier=length_only())
+    assert code == 0, err
+    table = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ")}
+    assert table["chat"] == ["2", "0", "-", "-", "100.0%"]
+    assert table["proof"] == ["1", "1", "-", "-", "0.0%"]
+    assert table["exam"] == ["2", "1", "1.000", "1.000", "50.0%"]
+
+
 def test_model_names_must_be_resolvable(tmp_path: Path) -> None:
     path = tmp_path / "three.jsonl"
     path.write_text(
