@@ -24,9 +24,9 @@ from gateway.routing.features import FEATURE_NAMES, extract_features, last_user_
 
 DATA_DIR = ROOT / "data" / "routing"
 DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
-# Our own prompts of the kinds the public data lacks (`data/routing/probes/README.md`): set A chose
-# the hand-set weights, set B is read only as the held-out check. Never fitted.
-PROBE_SETS = ("a", "b")
+# Our own prompts of the kinds the public data lacks (`data/routing/probes/README.md`), never fitted:
+# sets A and B chose the hand-set weights, set C is read only as the held-out check.
+PROBE_SETS = {"a": "chose the hand-set weights", "b": "chose the material weight", "c": "held out"}
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
 HELD_OUT_SOURCES = frozenset({"math500"})  # never fitted: the check on a source the model has not seen

@@ -167,9 +167,8 @@ def print_report(figures: dict[str, Any], *, title: str) -> None:
         f"level 4 vs GSM8K dev simple: {m['auroc_level4_vs_gsm8k_simple']:.3f}"
     )
     for name, entry in figures["probes"].items():
-        role = "chose the hand-set weights" if name == "a" else "held out"
         print(
-            f"probe set {name} ({role}): AUROC {entry['auroc']:.3f} (length alone "
+            f"probe set {name} ({PROBE_SETS[name]}): AUROC {entry['auroc']:.3f} (length alone "
             f"{entry['auroc_length_baseline']:.3f}, {entry['items']} items); at the threshold accuracy "
             f"{entry['accuracy']:.3f}, {entry['routed_to_cheap']:.0%} to the cheap tier"
         )

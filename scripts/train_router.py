@@ -79,6 +79,9 @@ PRIORS: dict[str, float] = {
     # Work on text the user supplied (summarise, translate, proofread, extract): easy however long
     # the text, which the length feature would otherwise score as hard. Per distinct cue.
     "routine_cues": -1.0,
+    # Tokens of a document pasted beside a short ask: what the length feature credits a long
+    # question with (~0.7 per log-token on these data), less about half. Exam questions have none.
+    "material_tokens": -0.4,
 }
 # Lowest logit per unit for cues of work small models do badly. The data is exam questions, not
 # tasks: almost no code, proofs or design work and little notation, so it cannot show what these are

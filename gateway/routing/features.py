@@ -20,6 +20,7 @@ from typing import Any
 
 FEATURE_NAMES: tuple[str, ...] = (
     "prompt_tokens",  # log1p of approximate tokens in all messages and tool definitions
+    "material_tokens",  # log1p of approximate tokens of text pasted beside a short ask (see _material)
     "system_tokens",  # log1p of approximate tokens in system / developer messages
     "conversation_turns",  # log1p of earlier assistant turns
     "tools",  # log1p of tools (or legacy functions) offered
@@ -57,6 +58,8 @@ _SYSTEM_CHARS = 512  # characters of the system prompt read for instruction cues
 _CHARS_PER_TOKEN = 4.0
 _TOOL_CHARS = 256  # a typical tool definition: counted, not serialised just to be measured
 _TOOL_CALL_CHARS = 64
+_ASK_CHARS = 400  # an ask is at most this long; a pasted document is text beside it
+_MATERIAL_MIN = 600  # shorter messages are read as all ask
 
 _PUNCTUATION = b'!"#$%&()*+,./:;<=>?@[\\]^`{|}~\r\n\t'
 _TO_SPACE = bytes.maketrans(_PUNCTUATION, b" " * len(_PUNCTUATION))
@@ -180,6 +183,7 @@ def extract_features(body: dict[str, Any]) -> list[float]:
     total_chars += _TOOL_CHARS * n_tools
     return [
         _log_tokens(total_chars),
+        _log_tokens(_material(last_user)),
         _log_tokens(system_chars),
         math.log1p(assistant_turns),
         math.log1p(n_tools),
@@ -206,6 +210,28 @@ def last_user_sample(body: dict[str, Any]) -> str:
 def feature_dict(body: dict[str, Any]) -> dict[str, float]:
     """`extract_features` keyed by name, for tests and explanations (not the hot path)."""
     return dict(zip(FEATURE_NAMES, extract_features(body), strict=True))
+
+
+def _material(content: Any) -> int:
+    """Characters of a document the user pasted beside a short ask ("Summarize this:" and an e-mail,
+    or a log and then "what failed?"): the text after a short first paragraph or before a short last
+    one, or every text part after a short first part. Its length says how much there is to read,
+    not how hard the ask is; exam questions, which taught the length feature, have none."""
+    if isinstance(content, str):
+        size = len(content)
+        if size < _MATERIAL_MIN:
+            return 0
+        for mark in ("\n\n", ":\n"):
+            ask_end = content.find(mark, 0, _ASK_CHARS)
+            if ask_end != -1:
+                return size - ask_end
+        ask_start = content.rfind("\n\n", size - _ASK_CHARS)
+        return ask_start if ask_start != -1 else 0
+    if isinstance(content, list):
+        sizes = [len(p["text"]) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if len(sizes) > 1 and sizes[0] < _ASK_CHARS and sum(sizes) >= _MATERIAL_MIN:
+            return sum(sizes) - sizes[0]
+    return 0
 
 
 def _measure(content: Any) -> tuple[int, int]:

@@ -92,6 +92,33 @@ def test_reasoning_steps_and_constraints() -> None:
     assert f["constraints"] >= math.log1p(4)  # must, at least, do not, exactly
 
 
+DOCUMENT = "The quarterly report is attached. Revenue grew in every region. " * 20  # 1,280 chars
+
+
+@pytest.mark.parametrize(
+    ("text", "material"),
+    [
+        ("Summarize this email:\n" + DOCUMENT, len(DOCUMENT) + 2),  # ask, colon, document
+        ("Please summarize.\n\n" + DOCUMENT, len(DOCUMENT) + 2),  # ask, blank line, document
+        (DOCUMENT + "\n\nWhat changed since last quarter?", len(DOCUMENT)),  # document, then the ask
+        (DOCUMENT, 0),  # one long question: all ask
+        ("Short ask:\n" + "tiny document", 0),  # too short to hold a document
+        ("x" * 500 + "\n\n" + DOCUMENT, 0),  # no short paragraph at either end
+    ],
+)
+def test_material_is_text_pasted_beside_a_short_ask(text: str, material: int) -> None:
+    expected = math.log1p(material / 4)
+    assert feature_dict(user(text))["material_tokens"] == pytest.approx(expected)
+
+
+def test_material_in_content_parts() -> None:
+    parts = [{"type": "text", "text": "Translate to French:"}, {"type": "text", "text": DOCUMENT}]
+    f = feature_dict({"messages": [{"role": "user", "content": parts}]})
+    assert f["material_tokens"] == pytest.approx(math.log1p(len(DOCUMENT) / 4))
+    one_part = feature_dict({"messages": [{"role": "user", "content": parts[1:]}]})
+    assert one_part["material_tokens"] == 0
+
+
 def test_expert_and_routine_cues() -> None:
     design = feature_dict(user("Design a thread-safe, lock-free queue and discuss the trade-offs."))
     assert design["expert_cues"] == 4  # design, thread-safe, lock-free, trade-offs
