@@ -50,10 +50,7 @@ class Item:
 
 def probes(name: str, data_dir: Path = DATA_DIR) -> list[Item]:
     """One probe set, its `kind` as the item's source."""
-    items = []
-    for item in _items(data_dir / "probes" / f"{name}.jsonl"):
-        items.append(replace(item, split="probe"))
-    return items
+    return [replace(item, split="probe") for item in _items(data_dir / "probes" / f"{name}.jsonl")]
 
 
 def load(data_dir: Path = DATA_DIR) -> tuple[list[Item], list[Item]]:

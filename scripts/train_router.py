@@ -87,7 +87,7 @@ PRIORS: dict[str, float] = {
 # tasks: almost no code, proofs or design work and little notation, so it cannot show what these are
 # worth, only push them above the floor. Without floors the fit learnt "numbers and quantity words
 # mean hard" from GSM8K and scored a grade-school word problem above competition mathematics, a
-# proof or a system design (`data/routing/probes/`, set A, chose these values; set B checks them).
+# proof or a system design (`data/routing/probes/`: sets A and B chose these values, C checks them).
 FLOORS: dict[str, float] = {
     "code_symbols": 3.0,  # 15% code punctuation: +0.45
     "code_keywords": 0.05,  # per distinct keyword (trivial code tasks name them as often as hard ones)
