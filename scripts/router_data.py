@@ -25,8 +25,13 @@ from gateway.routing.features import FEATURE_NAMES, extract_features, last_user_
 DATA_DIR = ROOT / "data" / "routing"
 DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
 # Our own prompts of the kinds the public data lacks (`data/routing/probes/README.md`), never fitted:
-# sets A and B chose the hand-set weights, set C is read only as the held-out check.
-PROBE_SETS = {"a": "chose the hand-set weights", "b": "chose the material weight", "c": "held out"}
+# sets A and B chose the hand-set weights, sets C and D are read only as held-out checks.
+PROBE_SETS = {
+    "a": "chose the hand-set weights",
+    "b": "chose the material weight",
+    "c": "held out",
+    "d": "held out, written against surface cues",
+}
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
 HELD_OUT_SOURCES = frozenset({"math500"})  # never fitted: the check on a source the model has not seen
