@@ -164,3 +164,16 @@ def test_nothing_to_score(tmp_path: Path) -> None:
     assert code == 1 and "no items" in err
     code, _, err = run(str(tmp_path / "missing.jsonl"))
     assert code == 1 and "missing.jsonl" in err
+
+
+@pytest.mark.parametrize("name", ["a", "b", "c", "d"])
+def test_the_probe_sets_are_route_eval_input(name: str) -> None:
+    """The shipped probe sets (data/routing/probes/) read as they are documented: half of each
+    complex, every item labelled, figures per kind."""
+    path = Path(__file__).resolve().parents[2] / "data" / "routing" / "probes" / f"{name}.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    complex_ = sum(row["label"] == "complex" for row in rows)
+    code, out, err = run(str(path))
+    assert code == 0, err
+    assert f"items: {len(rows)} scored, {len(rows)} labelled ({complex_} complex, {complex_} simple)" in out
+    assert "AUROC: 0." in out and "  source " in out
