@@ -15,10 +15,13 @@ on standardised features from `gateway.routing.features`:
 - weights: every source counts the same, so MMLU's 10k rows do not alone decide what is hard;
 - an L2 penalty, and sign constraints: a cue that can only make a request harder (length, code,
   math, numbers, tools...) may not get a negative weight because these sources happen to pair it
-  with easy items; code and math cues, which the data barely contains, keep a floor (`FLOORS`);
+  with easy items; code, math, expert, reasoning and constraint cues, which the data barely
+  contains, keep a floor (`FLOORS`), and a floored cue's push is not clipped after a fraction of one
+  cue (`SPANS`);
 - features the data never varies (tools, conversation depth, JSON schema, output length, reasoning
   effort, images, code fences, system prompts, other languages: every prompt here is one plain
-  English user turn) keep hand-set weights (`PRIORS`), marked `"fit": "prior"` in the file;
+  English user turn), routine-task cues and pasted material keep hand-set weights (`PRIORS`),
+  marked `"fit": "prior"` in the file (`data/routing/probes/` shows how they were chosen);
 - features that only tell the sources apart (`EXCLUDED`: lettered options, question marks) get no
   weight; the report shows the figures with them put back;
 - standardised values are clipped to +-`CLIP`, here and in the gateway.
@@ -87,13 +90,13 @@ PRIORS: dict[str, float] = {
 # tasks: almost no code, proofs or design work and little notation, so it cannot show what these are
 # worth, only push them above the floor. Without floors the fit learnt "numbers and quantity words
 # mean hard" from GSM8K and scored a grade-school word problem above competition mathematics, a
-# proof or a system design (`data/routing/probes/`: sets A and B chose these values, C checks them).
+# proof or a system design (`data/routing/probes/`: set A chose these values, C and D check them).
 FLOORS: dict[str, float] = {
     "code_symbols": 3.0,  # 15% code punctuation: +0.45
     "code_keywords": 0.05,  # per distinct keyword (trivial code tasks name them as often as hard ones)
     # Published MATH accuracies: Mixtral-8x7B 28%, GPT-4-1106 64%; on GSM8K 74% and 92%. So a
     # request in mathematical notation is likelier than a word problem to need the strong model.
-    "math_notation": 0.8,  # 10 LaTeX marks or operators: +1.9
+    "math_notation": 0.8,  # 3 LaTeX marks or operators: +1.0; from 9 on, the clip's +1.4
     "expert_cues": 0.5,  # per distinct cue: prove, theorem, thread-safe, trade-offs...
     "reasoning_cues": 0.3,  # per distinct cue: explain why, step by step... (costs ~0.003 APGR on dev)
     "constraints": 0.3,  # "must", "exactly", "at least": 3 of them +0.42 (costs ~0.006 APGR on dev)
