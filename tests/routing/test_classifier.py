@@ -97,7 +97,7 @@ PASTED_EMAIL = (
 
 
 @pytest.mark.parametrize("kind", sorted(HARD_KINDS))
-def test_hard_work_outranks_exam_arithmetic_and_chores(classifier: ComplexityClassifier, kind: str) -> None:
+def test_hard_work_outranks_a_word_problem(classifier: ComplexityClassifier, kind: str) -> None:
     """Kinds of work the exam data lacks: a fit to it alone scored a grade-school word problem above
     a proof or a design question, and sent all of these to the cheap tier."""
     hard = classifier.score(user(HARD_KINDS[kind]))
@@ -111,6 +111,16 @@ def test_routine_work_on_a_pasted_text_scores_lower(classifier: ComplexityClassi
     asked = classifier.score(user("Here is an email from Facilities.\n\n" + PASTED_EMAIL))
     for chore in ("Summarize this email in two sentences:", "Translate this email to German:"):
         assert classifier.score(user(f"{chore}\n\n{PASTED_EMAIL}")) < asked - 0.05
+
+
+def test_a_long_pasted_document_with_a_routine_ask_goes_to_the_cheap_tier(
+    classifier: ComplexityClassifier,
+) -> None:
+    """1,300 characters pasted beside a short ask: read as material, not as a long hard question."""
+    document = " ".join([PASTED_EMAIL] * 3)
+    for chore in ("Summarize this email in two sentences:", "Translate this to German:"):
+        assert classifier.score(user(f"{chore}\n\n{document}")) < classifier.threshold
+    assert classifier.score(user(document)) > classifier.threshold  # the same text as one question
 
 
 def test_explain_names_the_biggest_pushes(classifier: ComplexityClassifier) -> None:
