@@ -10,6 +10,11 @@ callers count in a worker thread. Loading takes ~0.35 s of CPU, the rank table's
 tiktoken's Rust core, which is built holding the GIL (~0.14 s, the one stall left); run on the loop,
 it froze every other request for ~0.45 s the first time a client hung up mid-stream.
 
+The table is read from that copy directly, never through `TIKTOKEN_CACHE_DIR`: setting the variable
+for the load, from a worker thread, raced every thread that read the environment at that moment
+(an httpx client being made iterates `os.environ`, and failed with a KeyError when the variable
+vanished under it).
+
 Only tiktoken's Rust core is kept. `tiktoken.Encoding` also holds the 200,000-entry rank table as a
 Python dict, which counting never reads: keeping it cost 28 MB of every worker's RSS, and the
 parse leaves freed heap that glibc keeps unless told to return it (77 MB in all against 40 MB).
@@ -17,16 +22,19 @@ parse leaves freed heap that glibc keeps unless told to return it (77 MB in all 
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import ctypes.util
 import gc
+import hashlib
 import importlib.metadata
 import logging
-import os
 import sys
 import threading
-from collections.abc import Iterable
+import types
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from providers.types import Usage
@@ -65,30 +73,43 @@ def _load() -> _Encoder | None:
         from tiktoken import _tiktoken  # type: ignore[attr-defined]
         from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
-        directory = str(importlib.metadata.distribution("litellm").locate_file(_TOKENIZER_DIR))
+        directory = Path(str(importlib.metadata.distribution("litellm").locate_file(_TOKENIZER_DIR)))
     except (ImportError, importlib.metadata.PackageNotFoundError):
         return None
-    # tiktoken finds cached encodings through this variable; set it only while loading.
-    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = directory
+    # tiktoken's own o200k_base() (so its pattern and special tokens are tiktoken's), its table
+    # loader swapped for one that reads LiteLLM's copy: nothing global changes, nothing downloads.
+    o200k_base = types.FunctionType(
+        openai_public.o200k_base.__code__,
+        {**vars(openai_public), "load_tiktoken_bpe": _bundled_table(directory)},
+    )
     interval = sys.getswitchinterval()
     sys.setswitchinterval(_LOADING_SWITCH_INTERVAL)
     try:
-        spec = openai_public.o200k_base()
+        spec = o200k_base()
         core: _Encoder = _tiktoken.CoreBPE(spec["mergeable_ranks"], spec["special_tokens"], spec["pat_str"])
     except Exception as exc:  # a missing or corrupt file must not break billing
         log.warning("tiktoken encoding unavailable (%s); estimating 4 characters a token", exc)
         return None
     finally:
         sys.setswitchinterval(interval)
-        if previous is None:
-            del os.environ["TIKTOKEN_CACHE_DIR"]
-        else:
-            os.environ["TIKTOKEN_CACHE_DIR"] = previous
     del spec
     gc.collect()
     _return_free_heap()
     return core
+
+
+def _bundled_table(directory: Path) -> Callable[..., dict[bytes, int]]:
+    """tiktoken's `load_tiktoken_bpe`, reading the copy tiktoken's cache would hold (the file named
+    by the SHA-1 of its URL) and checking its hash, as tiktoken does."""
+
+    def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        data = (directory / hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()).read_bytes()
+        if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
+            raise ValueError(f"the copy of {url} in {directory} does not match its hash")
+        pairs = (line.split() for line in data.splitlines() if line)
+        return {base64.b64decode(token): int(rank) for token, rank in pairs}
+
+    return load
 
 
 def _return_free_heap() -> None:

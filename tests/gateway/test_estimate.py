@@ -3,9 +3,11 @@ the lean loader must agree token for token with tiktoken's own public Encoding."
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,6 +77,43 @@ def test_the_tokenizer_loads_once_however_many_threads_ask_first(monkeypatch: py
         counts = list(pool.map(count_tokens, ["hello world"] * 8))
     assert loads == [1]
     assert counts == [2] * 8
+
+
+class _WatchedEnviron(dict[str, str]):
+    """`os.environ` stand-in that records every write."""
+
+    writes: list[str]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.writes.append(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.writes.append(key)
+        super().__delitem__(key)
+
+
+def test_loading_the_tokenizer_leaves_the_environment_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table loads in a worker thread; setting TIKTOKEN_CACHE_DIR for the load and deleting it
+    after raced every thread iterating os.environ then (httpx does, making a client): KeyError."""
+    environ = _WatchedEnviron(os.environ)
+    environ.writes = []
+    monkeypatch.setattr(os, "environ", environ)
+    monkeypatch.delitem(environ, "TIKTOKEN_CACHE_DIR", raising=False)
+    environ.writes.clear()
+    encoder = estimate._load()
+    assert encoder is not None
+    assert environ.writes == []
+    assert len(encoder.encode_ordinary("hello world")) == 2
+
+
+def test_the_bundled_table_is_checked_against_its_hash(tmp_path: Path) -> None:
+    url = "https://example.invalid/t.tiktoken"
+    (tmp_path / hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()).write_bytes(b"aGk= 0\n")
+    load = estimate._bundled_table(tmp_path)
+    assert load(url) == {b"hi": 0}
+    with pytest.raises(ValueError, match="does not match its hash"):
+        load(url, expected_hash="0" * 64)
 
 
 def test_a_reported_usage_keeps_its_prompt_and_cache_and_counts_the_answer_generated() -> None:
