@@ -136,6 +136,37 @@ def test_sdk_answers_and_each_request_leaves_a_row(served: tuple[str, Path, Path
     assert by_model["nope"] == (0, 404, 0)
 
 
+def test_auto_routes_by_complexity_out_of_the_box(served: tuple[str, Path, Path]) -> None:
+    """`model: "auto"` on the embedded default: a chat turn stays on the local model, a proof goes
+    to the frontier tier, and the row keeps the tier, score and reason."""
+    base, workdir, _ = served
+    client = openai.OpenAI(base_url=base + "/v1", api_key="anything", max_retries=0)
+    asks = {
+        "local": "hi, how are you?",
+        "frontier": "Prove that every group of order $p^2$, with $p$ prime, is abelian, then design a "
+        "rigorous, thread-safe algorithm that decides it for an input group; discuss the trade-offs.",
+    }
+    for tier, text in asks.items():
+        raw = client.chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": text}]
+        )
+        assert raw.headers["x-tollgate-tier"] == tier
+        assert raw.parse().choices[0].message.content
+    deadline = time.monotonic() + 5
+    while True:
+        with sqlite3.connect(workdir / "tollgate.db") as db:
+            rows = db.execute(
+                "SELECT tier, model, route_score, route_reason FROM requests WHERE requested_model = 'auto'"
+            ).fetchall()
+        if len(rows) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    by_tier = {tier: (model, score, reason) for tier, model, score, reason in rows}
+    assert by_tier["local"][0] == "llama-3.1-8b-instruct" and by_tier["local"][1] < 0.14
+    assert by_tier["frontier"][0] == "gpt-4o" and by_tier["frontier"][1] >= 0.6
+    assert "expert_cues" in by_tier["frontier"][2]
+
+
 def test_migrate_command(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
     result = subprocess.run(
