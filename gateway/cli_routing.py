@@ -192,10 +192,7 @@ def _row(row: dict[str, Any], *, where: str, default_id: str) -> Row:
 
 def _group(row: dict[str, Any]) -> str | None:
     """What the per-group table groups by: the item's 'source', else its 'kind'."""
-    for key in ("source", "kind"):
-        if isinstance(row.get(key), str):
-            return str(row[key])
-    return None
+    return next((value for key in ("source", "kind") if isinstance(value := row.get(key), str)), None)
 
 
 def write_scores(path: Path, items: Sequence[Item], threshold: float) -> None:

@@ -5,6 +5,7 @@ See `data/routing/README.md` for what the files hold, their licences and the cit
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
@@ -53,9 +54,10 @@ class Item:
     sample: str = ""  # what the text features read and the second stage embeds
 
 
-def probes(name: str, data_dir: Path = DATA_DIR) -> list[Item]:
-    """One probe set, its `kind` as the item's source."""
-    return [replace(item, split="probe") for item in _items(data_dir / "probes" / f"{name}.jsonl")]
+@functools.cache
+def probes(name: str, data_dir: Path = DATA_DIR) -> tuple[Item, ...]:
+    """One probe set, its `kind` as the item's source; read once however many models report on it."""
+    return tuple(replace(item, split="probe") for item in _items(data_dir / "probes" / f"{name}.jsonl"))
 
 
 def load(data_dir: Path = DATA_DIR) -> tuple[list[Item], list[Item]]:

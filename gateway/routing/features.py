@@ -285,10 +285,8 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     runs = set(raw.translate(_ONLY_DIGITS).split()) if digits else set()
     numbers = len(runs)
-    reasoning = len(words & _REASONING_WORDS)
-    reasoning += sum(1 for key, phrase in _REASONING_PHRASES if key in words and phrase in low_all)
-    expert = len(words & _EXPERT_WORDS)
-    expert += sum(1 for key, phrase in _EXPERT_PHRASES if key in words and phrase in low_all)
+    reasoning = len(words & _REASONING_WORDS) + _phrases(_REASONING_PHRASES, words, low_all)
+    expert = len(words & _EXPERT_WORDS) + _phrases(_EXPERT_PHRASES, words, low_all)
     constraints = len(words & _CONSTRAINT_WORDS)
     constraints += sum(low_all.count(phrase) for key, phrase in _CONSTRAINT_PHRASES if key in words)
     lines = b"\n" + raw if multiline else b""
@@ -322,6 +320,11 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
         (capitals + 1.0) / (letters + 20.0),
         0.0 if len(raw) == len(sample) else 1.0 - len(sample.encode("ascii", "ignore")) / len(sample),
     ]
+
+
+def _phrases(table: tuple[tuple[bytes, bytes], ...], words: set[bytes], text: bytes) -> int:
+    """How many of the table's phrases occur, each looked for only when its key word does."""
+    return sum(1 for key, phrase in table if key in words and phrase in text)
 
 
 def _log_tokens(chars: int) -> float:
