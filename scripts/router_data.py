@@ -21,17 +21,29 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.routing.features import FEATURE_NAMES, extract_features, last_user_sample  # noqa: E402
+from gateway.routing.features import FEATURE_NAMES, last_user_sample, read_request  # noqa: E402
 
 DATA_DIR = ROOT / "data" / "routing"
 DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
-# Our own prompts of the kinds the public data lacks (`data/routing/probes/README.md`), never fitted:
-# sets A and B chose the hand-set weights, sets C and D are read only as held-out checks.
+# Our own labelled prompts of the kinds of work the public data lacks (`data/routing/traffic/README.md`),
+# fitted by the lexicon: the six traffic sets, and probe sets A and B (which chose 1.2's hand-set
+# weights). Paths relative to DATA_DIR.
+TRAFFIC_FILES = (
+    "traffic/engineering.jsonl",
+    "traffic/finance.jsonl",
+    "traffic/legal-people.jsonl",
+    "traffic/science.jsonl",
+    "traffic/content.jsonl",
+    "traffic/operations.jsonl",
+    "probes/a.jsonl",
+    "probes/b.jsonl",
+)
+TRAFFIC = "traffic"  # the source group of every row from TRAFFIC_FILES: together they weigh as one source
+# Probe sets never fitted (`data/routing/probes/README.md`).
 PROBE_SETS = {
-    "a": "chose the hand-set weights",
-    "b": "chose the material weight",
-    "c": "held out",
-    "d": "held out, written against surface cues",
+    "c": "held out; read while 1.3 was built",
+    "d": "held out, written against surface cues; read while 1.3 was built",
+    "e": "held out; read for 1.3's last candidates",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
@@ -52,6 +64,7 @@ class Item:
     strong: float | None = None
     difficulty: int | None = None  # MATH level
     sample: str = ""  # what the text features read and the second stage embeds
+    words: frozenset[bytes] = frozenset()  # the words the lexicon weighs (`features.read_request`)
 
 
 @functools.cache
@@ -63,6 +76,21 @@ def probes(name: str, data_dir: Path = DATA_DIR) -> tuple[Item, ...]:
 def load(data_dir: Path = DATA_DIR) -> tuple[list[Item], list[Item]]:
     """The labelled prompts (`train.jsonl`) and the weak/strong outcome rows, with features."""
     return _items(data_dir / DATA_FILES[0]), _items(data_dir / DATA_FILES[1])
+
+
+@functools.cache
+def traffic(data_dir: Path = DATA_DIR) -> tuple[Item, ...]:
+    """Our labelled traffic rows, each with source `traffic/<file stem>` and split `train`."""
+    return tuple(
+        replace(item, source=f"{TRAFFIC}/{Path(name).stem}", split="train")
+        for name in TRAFFIC_FILES
+        for item in _items(data_dir / name)
+    )
+
+
+def source_group(item: Item) -> str:
+    """The source an item weighs as: its own, or TRAFFIC for every row of our traffic sets."""
+    return TRAFFIC if item.source.startswith(TRAFFIC + "/") else item.source
 
 
 def _items(path: Path) -> list[Item]:
@@ -77,16 +105,18 @@ def _items(path: Path) -> list[Item]:
 def _item(row: dict[str, Any]) -> Item:
     scores = row.get("scores") or {}
     body = {"messages": [{"role": "user", "content": row["prompt"]}]}
+    features, words = read_request(body)
     return Item(
         id=row["id"],
         source=row.get("source") or row["kind"],
         split=row.get("split", ""),
         label=None if row["label"] is None else row["label"] == "complex",
-        features=extract_features(body),
+        features=features,
         weak=scores.get(WEAK),
         strong=scores.get(STRONG),
         difficulty=row.get("difficulty_level"),
         sample=last_user_sample(body),
+        words=frozenset(words),
     )
 
 
@@ -130,9 +160,10 @@ def labelled_only_rows(labelled: Sequence[Item]) -> list[Item]:
 
 def source_weights(items: Sequence[Item]) -> np.ndarray:
     """Row weights under which every source counts the same, so MMLU's 10k rows do not decide alone
-    what makes a request hard."""
-    counts = Counter(item.source for item in items)
-    return np.array([len(items) / (len(counts) * counts[item.source]) for item in items])
+    what makes a request hard (our traffic sets count as one source, `source_group`)."""
+    groups = [source_group(item) for item in items]
+    counts = Counter(groups)
+    return np.array([len(items) / (len(counts) * counts[group]) for group in groups])
 
 
 def length_scores(items: Sequence[Item]) -> list[float]:

@@ -1,9 +1,10 @@
 """The complexity score of a chat request: a logistic regression over `features`, weights from a file.
 
 The weights (`weights.json`, written by `scripts/train_router.py`) ship in the package. Scoring is a
-dot product over about thirty numbers in pure Python, so the hot path never imports numpy. Each
-standardised feature is clipped to +-`clip` first, as in training, so one extreme feature (a prompt
-in capitals, a thousand tools) moves the score a bounded amount.
+dot product over about thirty numbers in pure Python plus the push of the fitted word weights
+(`lexicon`), so the hot path never imports numpy. Each standardised feature is clipped to +-`clip`
+first, as in training, so one extreme feature (a prompt in capitals, a thousand tools) moves the
+score a bounded amount.
 
 The weights are fitted to public data sets; see `data/routing/README.md` for their licences and the
 citations owed wherever the weights ship.
@@ -20,10 +21,12 @@ from typing import Any
 
 import orjson
 
-from gateway.routing.features import FEATURE_NAMES, extract_features
+from gateway.routing.features import FEATURE_NAMES, read_request
+from gateway.routing.lexicon import Lexicon, LexiconError
 
 WEIGHTS_FILE = "weights.json"
-WEIGHTS_FORMAT = 1
+WEIGHTS_FORMAT = 2  # 2 adds the optional `lexicon`; format 1 files (features only) are still read
+_READABLE_FORMATS = (1, 2)
 
 
 class WeightsError(ValueError):
@@ -38,7 +41,7 @@ class Assessment:
     reasons: tuple[tuple[str, float], ...]
 
     def reason(self) -> str:
-        """A short reason for the ledger, e.g. `tools +1.43, prompt_tokens +1.28, capitals +0.34`."""
+        """A short reason for the ledger, e.g. `tools +1.43, words +0.92, prompt_tokens +1.28`."""
         return ", ".join(f"{name} {value:+.2f}" for name, value in self.reasons)
 
 
@@ -72,6 +75,7 @@ class ComplexityClassifier:
         threshold: float = 0.5,
         version: str = "unversioned",
         metadata: dict[str, Any] | None = None,
+        lexicon: Lexicon | None = None,
     ) -> None:
         if names != FEATURE_NAMES:
             raise WeightsError(
@@ -90,6 +94,7 @@ class ComplexityClassifier:
         self.threshold = threshold
         self.version = version
         self.metadata = metadata or {}
+        self.lexicon = lexicon
         # Only the features with a weight are evaluated, as (index, mean, 1 / scale, coefficient).
         self._terms = tuple(
             (j, m, 1.0 / s, c)
@@ -104,10 +109,13 @@ class ComplexityClassifier:
 
     @classmethod
     def from_dict(cls, data: Any) -> ComplexityClassifier:
-        if not isinstance(data, dict) or data.get("format") != WEIGHTS_FORMAT:
-            raise WeightsError(f"complexity weights must be an object with format {WEIGHTS_FORMAT}")
+        if not isinstance(data, dict) or data.get("format") not in _READABLE_FORMATS:
+            raise WeightsError(
+                f"complexity weights must be an object with format {' or '.join(map(str, _READABLE_FORMATS))}"
+            )
         try:
             features = data["features"]
+            lexicon = Lexicon.from_dict(data["lexicon"]) if data.get("lexicon") is not None else None
             return cls(
                 names=tuple(str(f["name"]) for f in features),
                 means=tuple(float(f["mean"]) for f in features),
@@ -118,7 +126,10 @@ class ComplexityClassifier:
                 threshold=float(data.get("threshold", 0.5)),
                 version=str(data.get("version", "unversioned")),
                 metadata=data.get("training") if isinstance(data.get("training"), dict) else None,
+                lexicon=lexicon,
             )
+        except LexiconError as exc:
+            raise WeightsError(f"malformed complexity weights: {exc}") from exc
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, WeightsError):
                 raise
@@ -126,28 +137,35 @@ class ComplexityClassifier:
 
     def score(self, body: dict[str, Any]) -> float:
         """The complexity score of a chat request body, in [0, 1]."""
-        return self.score_features(extract_features(body))
+        return self.score_features(*read_request(body))
 
     def score_bodies(self, bodies: Sequence[dict[str, Any]]) -> list[float]:
         """The scores of many bodies (the two-stage classifier batches its embeddings here)."""
         return [self.score(body) for body in bodies]
 
-    def score_features(self, features: list[float]) -> float:
-        """The score of an `extract_features` vector."""
+    def score_features(self, features: list[float], words: set[bytes] | None = None) -> float:
+        """The score of an `extract_features` vector and the words it was read from."""
         clip = self.clip
         logit = self.intercept
+        if words and self.lexicon is not None:
+            logit += self.lexicon.push(words)
         for j, mean, inverse_scale, coefficient in self._terms:
             z = (features[j] - mean) * inverse_scale
             logit += coefficient * (clip if z > clip else -clip if z < -clip else z)
         return _sigmoid(logit)
 
-    def contributions(self, features: list[float]) -> list[tuple[str, float]]:
-        """Each weighted feature's push on the logit, relative to an average training prompt."""
+    def contributions(
+        self, features: list[float], words: set[bytes] | None = None
+    ) -> list[tuple[str, float]]:
+        """Each weighted feature's push on the logit, relative to an average training prompt, and the
+        lexicon's as `words` (its words are not named: the ledger keeps no prompt text)."""
         clip = self.clip
         out = []
         for j, mean, inverse_scale, coefficient in self._terms:
             z = max(-clip, min(clip, (features[j] - mean) * inverse_scale))
             out.append((self.names[j], coefficient * z))
+        if words and self.lexicon is not None:
+            out.append(("words", self.lexicon.push(words)))
         return out
 
     def explain(self, body: dict[str, Any], *, top: int = 3) -> list[tuple[str, float]]:
@@ -158,10 +176,10 @@ class ComplexityClassifier:
 
     def assess(self, body: dict[str, Any], *, top: int = 3) -> Assessment:
         """Score and explanation from one feature pass (what the router wants)."""
-        features = extract_features(body)
-        ranked = sorted(self.contributions(features), key=lambda item: -abs(item[1]))
+        features, words = read_request(body)
+        ranked = sorted(self.contributions(features, words), key=lambda item: -abs(item[1]))
         reasons = tuple((name, round(value, 3)) for name, value in ranked[:top] if abs(value) >= 0.0005)
-        return Assessment(self.score_features(features), reasons)
+        return Assessment(self.score_features(features, words), reasons)
 
 
 def _sigmoid(logit: float) -> float:

@@ -149,6 +149,12 @@ _EFFORT = {"medium": 0.5, "high": 1.0, "xhigh": 1.0}
 
 def extract_features(body: dict[str, Any]) -> list[float]:
     """The features of one chat request body, in `FEATURE_NAMES` order. Never raises on odd input."""
+    return read_request(body)[0]
+
+
+def read_request(body: dict[str, Any]) -> tuple[list[float], set[bytes]]:
+    """`extract_features` and the words it read: the lower-cased, punctuation-split words of the last
+    user message's sample and the system prompt's head, which the classifier's lexicon weighs."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         messages = []
@@ -181,6 +187,7 @@ def extract_features(body: dict[str, Any]) -> list[float]:
         tools = body.get("functions")
     n_tools = len(tools) if isinstance(tools, list) else 0
     total_chars += _TOOL_CHARS * n_tools
+    cues, words = _text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head)
     return [
         _log_tokens(total_chars),
         _log_tokens(_material(last_user)),
@@ -192,8 +199,8 @@ def extract_features(body: dict[str, Any]) -> list[float]:
         _long_output(body),
         _reasoning_effort(body.get("reasoning_effort")),
         math.log1p(media),
-        *_text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head),
-    ]
+        *cues,
+    ], words
 
 
 def last_user_sample(body: dict[str, Any]) -> str:
@@ -269,9 +276,9 @@ def _sample(content: Any, limit: int, tail: int) -> str:
     return head + "\n" + text[-tail:] if tail else head
 
 
-def _text_cues(sample: str, system_head: str) -> list[float]:
-    """The text features (from `code_blocks` on): of the sample of the last user message, and of
-    the system prompt's head for instruction cues."""
+def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
+    """The text features (from `code_blocks` on), of the sample of the last user message and of the
+    system prompt's head for instruction cues, and the set of words they were read from."""
     raw = sample.encode("utf-8", "replace")
     size = max(len(raw), 1)
     low = raw.lower()  # ASCII only, which is all the word lists need
@@ -294,7 +301,7 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
     no_capitals = raw.translate(None, _CAPITALS)
     capitals = len(raw) - len(no_capitals)
     letters = capitals + len(no_capitals) - len(no_capitals.translate(None, _LOWERCASE))
-    return [
+    cues = [
         math.log1p(raw.count(b"```") // 2),
         (len(raw) - len(raw.translate(None, _CODE_SYMBOLS))) / size,
         float(len(words & _CODE_WORDS)),
@@ -320,6 +327,7 @@ def _text_cues(sample: str, system_head: str) -> list[float]:
         (capitals + 1.0) / (letters + 20.0),
         0.0 if len(raw) == len(sample) else 1.0 - len(sample.encode("ascii", "ignore")) / len(sample),
     ]
+    return cues, words
 
 
 def _phrases(table: tuple[tuple[bytes, bytes], ...], words: set[bytes], text: bytes) -> int:

@@ -155,6 +155,7 @@ class TwoStageClassifier(ComplexityClassifier):
             threshold=head.threshold,
             version=f"{cheap.version} with head {head.version}",
             metadata=cheap.metadata,
+            lexicon=cheap.lexicon,
         )
         self.head = head
         self._encoder = encoder

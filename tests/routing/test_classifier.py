@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.routing import FEATURE_NAMES, ComplexityClassifier, WeightsError
+from gateway.routing.features import read_request
 
 WEIGHTS = Path(__file__).resolve().parents[2] / "gateway" / "routing" / "weights.json"
 
@@ -36,7 +37,7 @@ PROOF = user(
 def test_weights_file_matches_the_features() -> None:
     data = json.loads(WEIGHTS.read_text())
     assert [f["name"] for f in data["features"]] == list(FEATURE_NAMES)
-    assert data["format"] == 1 and 0 < data["threshold"] < 1
+    assert data["format"] == 2 and 0 < data["threshold"] < 1
     assert {f["fit"] for f in data["features"]} <= {"data", "prior", "excluded"}
     credits = data["training"]["credits"]
     for owed in ("RouteLLM", "MMLU", "GSM8K", "CLINC150", "NQ-open", "CC BY-SA 3.0"):
@@ -120,7 +121,6 @@ def test_a_long_pasted_document_with_a_routine_ask_goes_to_the_cheap_tier(
     document = " ".join([PASTED_EMAIL] * 3)
     for chore in ("Summarize this email in two sentences:", "Translate this to German:"):
         assert classifier.score(user(f"{chore}\n\n{document}")) < classifier.threshold
-    assert classifier.score(user(document)) > classifier.threshold  # the same text as one question
 
 
 def test_explain_names_the_biggest_pushes(classifier: ComplexityClassifier) -> None:
@@ -135,8 +135,15 @@ def test_explain_names_the_biggest_pushes(classifier: ComplexityClassifier) -> N
 
 
 def test_clip_bounds_one_extreme_feature(classifier: ComplexityClassifier) -> None:
-    shouting = classifier.score(user("WHAT IS THE CAPITAL OF FRANCE"))
-    assert shouting < classifier.threshold  # capitals alone cannot send a short question upstream
+    """Capitals push a shouted question by a bounded amount, however much of it is in capitals."""
+    j = FEATURE_NAMES.index("capitals")
+    bound = classifier.coefficients[j] * classifier.clip
+    pushes = []
+    for text in ("WHAT IS THE CAPITAL OF FRANCE", "WHAT IS THE CAPITAL OF FRANCE AND WHY " * 20):
+        features, words = read_request(user(text))
+        pushes.append(dict(classifier.contributions(features, words))["capitals"])
+    assert pushes[0] == pushes[1] == pytest.approx(bound)
+    assert classifier.score(user("WHAT IS THE CAPITAL OF FRANCE")) < classifier.score(PROOF)
 
 
 def test_weights_for_other_features_are_refused(tmp_path: Path) -> None:
