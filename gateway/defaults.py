@@ -8,6 +8,7 @@ from typing import Any
 
 from gateway.config import Config
 from gateway.config_loader import build_config
+from gateway.routing.classifier import shipped_threshold
 
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 VLLM_URL_ENV = "TOLLGATE_VLLM_URL"
@@ -64,14 +65,14 @@ def embedded_config(environ: Mapping[str, str], sandbox_urls: Mapping[str, str])
         },
         "aliases": {"fast": LOCAL_MODEL, "smart": "gpt-4o"},
         # `model: "auto"` works out of the box: the complexity score picks the tier (the first
-        # threshold is the shipped classifier's balanced-accuracy one, in gateway/routing/weights.json).
+        # threshold is the shipped classifier's balanced-accuracy one, from gateway/routing/weights.json).
         "routing": {
             "tiers": [
                 {"name": "local", "models": [LOCAL_MODEL]},
                 {"name": "standard", "models": ["gpt-4o-mini"]},
                 {"name": "frontier", "models": ["gpt-4o"]},
             ],
-            "thresholds": [0.14, 0.6],
+            "thresholds": [shipped_threshold(), 0.6],
         },
     }
     return build_config(raw, source="embedded default", environ=environ)

@@ -88,6 +88,17 @@ def traffic(data_dir: Path = DATA_DIR) -> tuple[Item, ...]:
     )
 
 
+def data_digest(data_dir: Path = DATA_DIR) -> tuple[str, dict[str, str]]:
+    """A digest of every file the weights are fitted on (for their version), and each file's hash."""
+    digest = hashlib.sha256()
+    files = {}
+    for name in (*DATA_FILES, *TRAFFIC_FILES):
+        data = (data_dir / name).read_bytes()
+        digest.update(data)
+        files[name] = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    return digest.hexdigest()[:12], files
+
+
 def source_group(item: Item) -> str:
     """The source an item weighs as: its own, or TRAFFIC for every row of our traffic sets."""
     return TRAFFIC if item.source.startswith(TRAFFIC + "/") else item.source

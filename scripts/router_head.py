@@ -10,14 +10,13 @@ second stage on keeps the meaning of the configured thresholds.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from router_data import DATA_DIR, DATA_FILES, ROOT, Item, embeddings, source_weights
-from router_report import print_report, report
+from router_data import ROOT, Item, data_digest, embeddings, source_weights
+from router_report import balanced_threshold, print_report, report
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 from sklearn.model_selection import StratifiedKFold  # type: ignore[import-untyped]
 
@@ -54,11 +53,12 @@ def fit_head(
     best = max(C_GRID, key=lambda c: cv[c])
     model = LogisticRegression(C=best, max_iter=5000).fit(x, y, sample_weight=w)
     coefficients, intercept = model.coef_[0], float(model.intercept_[0])
-    # Shift the intercept so the balanced-accuracy threshold on the train rows is the cheap one.
+    # Shift the intercept so the balanced-accuracy threshold on the train rows is the cheap one, and
+    # ship that threshold: searched again after the shift, the 0.01 grid (finer in logits near 0.5
+    # than near 0.2) can land a few points away on a flat optimum.
     train_logits = x @ coefficients + intercept
-    shift = _logit(cheap_threshold) - _logit(_balanced_threshold(y, _sigmoid(train_logits)))
-    intercept += shift
-    threshold = _balanced_threshold(y, _sigmoid(train_logits + shift))
+    intercept += _logit(cheap_threshold) - _logit(balanced_threshold(y, _sigmoid(train_logits), w))
+    threshold = cheap_threshold
 
     def scores(items: Sequence[Item]) -> list[float]:
         return [float(s) for s in _sigmoid(_design(cheap, items) @ coefficients + intercept)]
@@ -86,13 +86,11 @@ def fit_head(
 
 def head_document(head: Head, *, version: str) -> dict[str, Any]:
     """The shipped head: what `EmbeddingHead.load` reads, and how it was made."""
-    digest = hashlib.sha256()
-    for name in DATA_FILES:
-        digest.update((DATA_DIR / name).read_bytes())
+    digest, _ = data_digest()
     return {
         "format": 1,
         "model": "logistic_regression on [MiniLM embedding, cheap-stage logit]",
-        "version": f"{version}+data.{digest.hexdigest()[:12]}",
+        "version": f"{version}+data.{digest}",
         "encoder": ENCODER,
         "text": "the last user message as the cheap features read it (gateway.routing.features)",
         "threshold": head.threshold,
@@ -103,10 +101,12 @@ def head_document(head: Head, *, version: str) -> dict[str, Any]:
             head.training
             | {
                 "script": "scripts/train_router.py --second-stage",
-                "row_weights": "every source weighs the same",
-                "threshold_rule": "intercept shifted so the best balanced accuracy on the train rows "
+                "row_weights": "every source weighs the same; our traffic sets together weigh as one source",
+                "threshold_rule": "intercept shifted so the best (source-weighted) balanced accuracy "
+                "on the train rows "
                 "falls at the cheap stage's threshold",
-                "credits": "Trained on public data; see weights.json and data/routing/README.md. "
+                "credits": "Trained on public data and our traffic sets; see weights.json, "
+                "data/routing/README.md and data/routing/traffic/README.md. "
                 "all-MiniLM-L6-v2: Apache-2.0 (sentence-transformers).",
             }
         ),
@@ -142,16 +142,6 @@ def _leave_one_exam_out(
 def _within(scores: np.ndarray, y: np.ndarray, rows: Sequence[Item], source: str) -> float:
     idx = [k for k, i in enumerate(rows) if i.source == source]
     return evaluation.auroc([bool(y[k]) for k in idx], [float(scores[k]) for k in idx])
-
-
-def _balanced_threshold(y: np.ndarray, scores: np.ndarray) -> float:
-    """The threshold on a 0.01 grid with the best balanced accuracy (as for the cheap stage)."""
-    pos, neg = scores[y], scores[~y]
-
-    def balanced(t: float) -> float:
-        return float((pos >= t).mean() + (neg < t).mean()) / 2
-
-    return max((round(t / 100, 2) for t in range(1, 100)), key=balanced)
 
 
 def _logit(p: float) -> float:

@@ -57,6 +57,12 @@ def read_weights(path: str | Path | None, *, shipped: str, what: str) -> Any:
         raise WeightsError(f"cannot read {what}: {exc}") from exc
 
 
+def shipped_threshold() -> float:
+    """The shipped weights' threshold: the embedded default routes `auto` above the local tier there."""
+    data = read_weights(None, shipped=WEIGHTS_FILE, what="complexity weights")
+    return float(data["threshold"])
+
+
 class ComplexityClassifier:
     """Scores chat request bodies in [0, 1]; higher means the strong tier is more likely worth it."""
 

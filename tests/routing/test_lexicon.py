@@ -1,0 +1,104 @@
+"""The fitted lexicon: what the words of a request add to its score, read from the weights file."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.routing import ComplexityClassifier, WeightsError
+from gateway.routing.features import read_request
+from gateway.routing.lexicon import Lexicon
+
+WEIGHTS = Path(__file__).resolve().parents[2] / "gateway" / "routing" / "weights.json"
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, Any]:
+    return json.loads(WEIGHTS.read_text())
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def test_push_is_the_sum_over_the_root_of_the_words_present() -> None:
+    lexicon = Lexicon({"prove": 1.5, "summarize": -2.0, "invoice": -0.5})
+    assert lexicon.push({b"prove", b"summarize", b"unknown"}) == pytest.approx(-0.5 / math.sqrt(2))
+    assert lexicon.push({b"prove"}) == 1.5
+    assert lexicon.push({b"unknown"}) == 0.0 and lexicon.push(set()) == 0.0
+    # A long prompt is pushed by which words it has, not by how many times or how many others.
+    assert lexicon.push({b"prove", *(b"w%d" % k for k in range(500))}) == 1.5
+    assert lexicon.strongest({b"prove", b"summarize", b"invoice"}) == ["summarize", "invoice"]
+
+
+def test_words_are_read_lower_cased_and_split_at_punctuation() -> None:
+    body = {
+        "messages": [
+            {"role": "system", "content": "You review SQL."},
+            {"role": "user", "content": "Why does our Postgres replica lag? (It's 3x behind.)"},
+        ]
+    }
+    _, words = read_request(body)
+    assert {b"why", b"postgres", b"replica", b"lag", b"it's", b"3x", b"review", b"sql"} <= words
+    assert b"Postgres" not in words and b"lag?" not in words
+
+
+def test_the_score_adds_the_push_to_the_features_logit(shipped: dict[str, Any]) -> None:
+    """The same file without its lexicon (a format 1 file) scores every request by the features
+    alone; with it, the logit moves by exactly the lexicon's push."""
+    with_words = ComplexityClassifier.from_dict(shipped)
+    features_only = copy.deepcopy(shipped)
+    del features_only["lexicon"]
+    features_only["format"] = 1
+    without = ComplexityClassifier.from_dict(features_only)
+    assert with_words.lexicon is not None and without.lexicon is None
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    for text in ("Summarize this email in two lines.", "Why does our Postgres replica lag behind?"):
+        _, words = read_request(user(text))
+        push = with_words.lexicon.push(words)
+        assert push != 0.0
+        expected = logit(without.score(user(text))) + push
+        assert logit(with_words.score(user(text))) == pytest.approx(expected)
+
+
+def test_the_shipped_lexicon_weighs_what_is_asked_not_who_asks(shipped: dict[str, Any]) -> None:
+    """Pronouns, greetings and LaTeX commands are left out (`LEXICON_STOP` and the LaTeX rule in
+    scripts/train_router.py); numbers and code punctuation are the features' business."""
+    words = shipped["lexicon"]["words"]
+    assert len(words) > 1000
+    assert not {"we", "our", "you", "please", "thanks", "the", "frac", "cdot"} & set(words)
+    assert all(w.replace("'", "").replace("-", "").isalpha() and w == w.lower() for w in words)
+    assert words["summarise"] < 0 < words["prove"]
+
+
+def test_reasons_name_the_lexicon_but_never_the_prompt_words() -> None:
+    """The ledger keeps the reason; it says the words pushed, not which words the user wrote."""
+    classifier = ComplexityClassifier.load()
+    body = user("Summarize this meeting: Maria, Jonas and Elif agreed the payroll date moves.")
+    assessment = classifier.assess(body, top=5)
+    assert "words -" in assessment.reason()
+    assert not any(w in assessment.reason().lower() for w in ("summarize", "payroll", "maria", "meeting"))
+
+
+@pytest.mark.parametrize(
+    "lexicon, message",
+    [
+        ({"normalise": "sum", "words": {}}, "normalise"),
+        ({"normalise": "sqrt_present", "words": {"prove": float("nan")}}, "finite"),
+        ({"normalise": "sqrt_present", "words": {"prüfen": 1.0}}, "ASCII"),
+        ({"normalise": "sqrt_present", "words": ["prove"]}, "words"),
+        ("not an object", "normalise"),
+    ],
+)
+def test_a_malformed_lexicon_is_refused(shipped: dict[str, Any], lexicon: Any, message: str) -> None:
+    data = {**shipped, "lexicon": lexicon}
+    with pytest.raises(WeightsError, match=message):
+        ComplexityClassifier.from_dict(data)
