@@ -149,6 +149,14 @@ LEXICON_STOP = frozenset(
     b"we've we'd we'll you're you've you'd you'll he's she's it's they're they've that's there's "
     b"here's let's".split()
 )
+# Words our traffic sets' brief (`data/routing/traffic/BRIEF.md`) told the authors to keep out of a
+# third of the complex prompts and to plant in a third of the simple ones. Their frequencies there
+# say what the brief asked, not what users write (the fit learnt "step -3.9", "explain -2.3"), so
+# they are left to the hand-written cue features, whose weights the traffic sets do not touch.
+BRIEF_WORDS = frozenset(
+    b"prove analyze analyse analysis design trade-offs tradeoffs trade-off step steps step-by-step "
+    b"rigorous rigorously edge cases explain must carefully".split()
+)
 
 
 @dataclass(frozen=True)
@@ -228,7 +236,7 @@ def fit(
 
 def vocabulary(rows: Sequence[Item]) -> list[bytes]:
     """The words the lexicon may weigh: in LEXICON_MIN_ROWS rows of LEXICON_MIN_SOURCES sources, not
-    stop words, letters only (numbers and code punctuation are the features' business), and not
+    stop words or BRIEF_WORDS, letters only (numbers and code punctuation are the features' business), and not
     LaTeX commands (a word written as `\\word` in most rows that have it): notation is weighed by
     `math_notation`, and our few LaTeX-formatting chores taught `frac` to mean "simple"."""
     counts: Counter[bytes] = Counter()
@@ -246,6 +254,7 @@ def vocabulary(rows: Sequence[Item]) -> list[bytes]:
         and len(sources[word]) >= LEXICON_MIN_SOURCES
         and 2 * commands[word] <= n
         and word not in LEXICON_STOP
+        and word not in BRIEF_WORDS
         and _WORD.fullmatch(word)
     )
 
@@ -425,8 +434,9 @@ def weights_document(model: Model, *, threshold: float, training: dict[str, Any]
             "one intercept per source in the fit (sources with both labels only), their mean shipped",
             "lexicon_l2": LEXICON_L2,
             "lexicon_vocabulary": f"letters-only words in >= {LEXICON_MIN_ROWS} rows of >= "
-            f"{LEXICON_MIN_SOURCES} sources, less LaTeX commands and {len(LEXICON_STOP)} stop words "
-            "(pronouns, determiners, greetings)",
+            f"{LEXICON_MIN_SOURCES} sources, less LaTeX commands, {len(LEXICON_STOP)} stop words "
+            f"(pronouns, determiners, greetings) and the {len(BRIEF_WORDS)} words the traffic sets' "
+            "brief told authors to plant or avoid",
             "l2": L2,
             "non_negative_except": sorted(SIGNED),
             "excluded": sorted(EXCLUDED),
