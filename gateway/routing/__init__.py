@@ -5,7 +5,8 @@
 second stage switched on, `TwoStageClassifier` (adds a local MiniLM sentence embedding).
 `evaluation` holds the metrics (AUROC, APGR) that the training script and `tollgate route-eval`
 report. The weights are fitted to public data sets (RouteLLM's MMLU and GSM8K outcomes, CLINC150,
-NQ-open); `data/routing/README.md` lists their licences and the citations owed wherever they ship.
+NQ-open) and, for the word weights (`lexicon`), to our own labelled traffic sets;
+`data/routing/README.md` lists the public sets' licences and the citations owed wherever they ship.
 """
 
 from gateway.routing.classifier import Assessment, ComplexityClassifier, WeightsError

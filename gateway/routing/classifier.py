@@ -6,8 +6,8 @@ dot product over about thirty numbers in pure Python plus the push of the fitted
 first, as in training, so one extreme feature (a prompt in capitals, a thousand tools) moves the
 score a bounded amount.
 
-The weights are fitted to public data sets; see `data/routing/README.md` for their licences and the
-citations owed wherever the weights ship.
+The weights are fitted to public data sets and our own traffic sets; see `data/routing/README.md`
+for the public sets' licences and the citations owed wherever the weights ship.
 """
 
 from __future__ import annotations
