@@ -103,8 +103,7 @@ def head_document(head: Head, *, version: str) -> dict[str, Any]:
                 "script": "scripts/train_router.py --second-stage",
                 "row_weights": "every source weighs the same; our traffic sets together weigh as one source",
                 "threshold_rule": "intercept shifted so the best (source-weighted) balanced accuracy "
-                "on the train rows "
-                "falls at the cheap stage's threshold",
+                "on the train rows falls at the cheap stage's threshold",
                 "credits": "Trained on public data and our traffic sets; see weights.json, "
                 "data/routing/README.md and data/routing/traffic/README.md. "
                 "all-MiniLM-L6-v2: Apache-2.0 (sentence-transformers).",

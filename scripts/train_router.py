@@ -24,7 +24,11 @@ on standardised features from `gateway.routing.features`:
   marked `"fit": "prior"` in the file (`data/routing/probes/` shows how they were chosen);
 - features that only tell the sources apart (`EXCLUDED`: lettered options, question marks) get no
   weight; the report shows the figures with them put back;
-- standardised values are clipped to +-`CLIP`, here and in the gateway.
+- standardised values are clipped to +-`CLIP`, here and in the gateway;
+- then the lexicon (`fit_lexicon`): a weight per word, fitted with the features' logit as a fixed
+  offset on the exam rows and our labelled traffic sets (`data/routing/traffic/`, with probe sets A
+  and B), an intercept per source; the report adds each traffic set scored by a lexicon fitted
+  without it, and the probe sets C, D and E, which are never fitted.
 
 Deterministic: L-BFGS-B from a fixed start, no sampling (the bootstrap intervals use a fixed seed).
 On the same machine a rerun reproduces the file byte for byte (`--check`); on another numpy/BLAS

@@ -47,20 +47,9 @@ class Lexicon:
             raise LexiconError("a lexicon's words must map ASCII words to finite numbers")
         return cls(words)
 
-    def present(self, words: Iterable[bytes]) -> frozenset[bytes]:
-        """The lexicon's words among `words`."""
-        return self._words.intersection(words)
-
     def push(self, words: Iterable[bytes]) -> float:
         """The push on the logit of a request with these words."""
         present = self._words.intersection(words)
         if not present:
             return 0.0
         return sum(map(self._weights.__getitem__, present)) / math.sqrt(len(present))
-
-    def strongest(self, words: Iterable[bytes], *, top: int = 2) -> list[str]:
-        """The `top` words that push hardest in the direction of the total push (for explanations)."""
-        present = self.present(words)
-        sign = 1.0 if self.push(present) >= 0 else -1.0
-        ranked = sorted(present, key=lambda w: -sign * self._weights[w])
-        return [w.decode() for w in ranked[:top] if sign * self._weights[w] > 0]
