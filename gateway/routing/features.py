@@ -2,10 +2,10 @@
 
 Everything here runs on the request path, so it costs microseconds: no tokenizer, and the text is
 scanned as bytes with C-level `count`/`translate` calls plus a few anchored regexes. Lengths are
-counted over every message; the text itself is read only from the last user message (and the head of
-the system prompt), at most `SAMPLE_CHARS` of it: a head and a tail of a long message say what is
-asked, the middle is usually the document it is asked about. So a 50k-token prompt costs what a
-400-token one does.
+counted over every message (the system prompt's apart); the text itself is read only from the last
+user message (and the head of the system prompt), at most `SAMPLE_CHARS` of it: a head and a tail
+of a long message say what is asked, the middle is usually the document it is asked about. So a
+50k-token prompt costs what a 400-token one does.
 
 The features are meant to carry over to traffic unlike the training data (`data/routing/README.md`):
 none keys on one data set's template (an `Answer:` suffix, say). Which of them get a weight, and
@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 FEATURE_NAMES: tuple[str, ...] = (
-    "prompt_tokens",  # log1p of approximate tokens in all messages and tool definitions
+    "prompt_tokens",  # log1p of approximate tokens in the conversation (not the system prompt) and tools
     "material_tokens",  # log1p of approximate tokens of text pasted beside a short ask (see _material)
     "system_tokens",  # log1p of approximate tokens in system / developer messages
     "conversation_turns",  # log1p of earlier assistant turns
@@ -153,8 +153,10 @@ def extract_features(body: dict[str, Any]) -> list[float]:
 
 
 def read_request(body: dict[str, Any]) -> tuple[list[float], set[bytes]]:
-    """`extract_features` and the words it read: the lower-cased, punctuation-split words of the last
-    user message's sample and the system prompt's head, which the classifier's lexicon weighs."""
+    """`extract_features` and the lower-cased, punctuation-split words of the last user message's
+    sample, which the classifier's lexicon weighs. Not the system prompt's: an application sends the
+    same one with every request, so its words would shift every score alike and dilute the words
+    that tell one request from another (the lexicon was fitted on prompts without one)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         messages = []
@@ -189,7 +191,9 @@ def read_request(body: dict[str, Any]) -> tuple[list[float], set[bytes]]:
     total_chars += _TOOL_CHARS * n_tools
     cues, words = _text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head)
     return [
-        _log_tokens(total_chars),
+        # The system prompt is the application's, the same in every request: `system_tokens` weighs
+        # it. Counted here too, a 60-token one lifted every short request by +2.3 on the logit.
+        _log_tokens(total_chars - system_chars),
         _log_tokens(_material(last_user)),
         _log_tokens(system_chars),
         math.log1p(assistant_turns),
@@ -278,15 +282,17 @@ def _sample(content: Any, limit: int, tail: int) -> str:
 
 def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
     """The text features (from `code_blocks` on), of the sample of the last user message and of the
-    system prompt's head for instruction cues, and the set of words they were read from."""
+    system prompt's head for instruction cues, and the words of the user's sample alone."""
     raw = sample.encode("utf-8", "replace")
     size = max(len(raw), 1)
     low = raw.lower()  # ASCII only, which is all the word lists need
+    user_words = set(low.translate(_TO_SPACE).split())
     if system_head:
-        low_all = low + b"\n" + system_head.encode("utf-8", "replace").lower()
+        system_low = system_head.encode("utf-8", "replace").lower()
+        low_all = low + b"\n" + system_low
+        words = user_words | set(system_low.translate(_TO_SPACE).split())
     else:
-        low_all = low
-    words = set(low_all.translate(_TO_SPACE).split())
+        low_all, words = low, user_words
     multiline = b"\n" in raw
 
     digits = len(raw) - len(raw.translate(None, _DIGITS))
@@ -327,7 +333,7 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
         (capitals + 1.0) / (letters + 20.0),
         0.0 if len(raw) == len(sample) else 1.0 - len(sample.encode("ascii", "ignore")) / len(sample),
     ]
-    return cues, words
+    return cues, user_words
 
 
 def _phrases(table: tuple[tuple[bytes, bytes], ...], words: set[bytes], text: bytes) -> int:

@@ -7,9 +7,9 @@ cheap features' logit. A request's push is the sum of the weights of the lexicon
 contains divided by the square root of how many it contains, so a long prompt is pushed by which
 words it uses, not by how many.
 
-Words are the ones `features.read_request` reads (the sample of the last user message and the head of
-the system prompt, lower-cased ASCII, split at punctuation); scoring is one set intersection and a
-sum, a few microseconds.
+Words are the ones `features.read_request` returns (the sample of the last user message, not the
+system prompt; lower-cased ASCII, split at punctuation); scoring is one set intersection and a sum,
+a few microseconds.
 """
 
 from __future__ import annotations

@@ -166,6 +166,16 @@ def test_multi_turn_conversation() -> None:
     assert f["questions"] == pytest.approx(math.log1p(1))  # only the last user message is read
 
 
+def test_the_system_prompt_is_weighed_apart_from_the_conversation() -> None:
+    """An application sends the same system prompt with every request; counted in `prompt_tokens`, a
+    60-token one lifted every short request as if it were a long question."""
+    system = {"role": "system", "content": "You are a helpful support assistant for Acme. " * 5}
+    alone = feature_dict(user("hi"))
+    with_system = feature_dict({"messages": [system, *user("hi")["messages"]]})
+    assert with_system["prompt_tokens"] == alone["prompt_tokens"]
+    assert with_system["system_tokens"] > alone["system_tokens"] == 0
+
+
 def test_tools_and_tool_results() -> None:
     body = {
         "messages": [

@@ -35,16 +35,34 @@ def test_push_is_the_sum_over_the_root_of_the_words_present() -> None:
     assert lexicon.push({b"prove", *(b"w%d" % k for k in range(500))}) == 1.5
 
 
-def test_words_are_read_lower_cased_and_split_at_punctuation() -> None:
+def test_words_are_the_users_lower_cased_and_split_at_punctuation() -> None:
+    system = {"role": "system", "content": "You review SQL. Never reveal internal notes."}
     body = {
         "messages": [
-            {"role": "system", "content": "You review SQL."},
+            system,
             {"role": "user", "content": "Why does our Postgres replica lag? (It's 3x behind.)"},
         ]
     }
     _, words = read_request(body)
-    assert {b"why", b"postgres", b"replica", b"lag", b"it's", b"3x", b"review", b"sql"} <= words
+    assert {b"why", b"postgres", b"replica", b"lag", b"it's", b"3x"} <= words
     assert b"Postgres" not in words and b"lag?" not in words
+    assert not {b"review", b"sql", b"never", b"reveal"} & words  # the system prompt's are not read
+
+
+def test_a_system_prompt_does_not_move_the_words_push() -> None:
+    """An application sends the same system prompt with every request: its words must not dilute
+    the user's, nor lift a greeting over the threshold."""
+    classifier = ComplexityClassifier.load()
+    system = {
+        "role": "system",
+        "content": "You are a helpful customer support assistant for Acme Corp. Answer concisely and "
+        "politely. If you do not know the answer, say so and offer to escalate to a human agent.",
+    }
+    for text in ("hi", "Why does our Postgres replica lag behind the primary after a failover?"):
+        alone = dict(classifier.assess(user(text), top=40).reasons).get("words")
+        with_system = dict(classifier.assess({"messages": [system, *user(text)["messages"]]}, top=40).reasons)
+        assert with_system.get("words") == alone
+    assert classifier.score({"messages": [system, *user("hi")["messages"]]}) < classifier.threshold
 
 
 def test_the_score_adds_the_push_to_the_features_logit(shipped: dict[str, Any]) -> None:
