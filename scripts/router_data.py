@@ -44,6 +44,7 @@ PROBE_SETS = {
     "c": "held out; read while 1.3 was built",
     "d": "held out, written against surface cues; read while 1.3 was built",
     "e": "held out; read for 1.3's last candidates",
+    "f": "held out, written naturally (no balancing rules); read once, against the final 1.3",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
