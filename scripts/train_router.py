@@ -39,10 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,14 +54,21 @@ from router_data import (
     labelled_only_rows,
     length_scores,
     load,
-    source_group,
     source_weights,
     traffic,
     training_rows,
 )
 from router_head import HEAD_PATH, fit_head, head_document
+from router_lexicon import (
+    BRIEF_WORDS,
+    LEXICON_L2,
+    LEXICON_MIN_ROWS,
+    LEXICON_MIN_SOURCES,
+    LEXICON_STOP,
+    fit_words,
+    word_pushes,
+)
 from router_report import SEED, balanced_threshold, print_report, report
-from scipy import sparse  # type: ignore[import-untyped]
 from scipy.optimize import minimize  # type: ignore[import-untyped]
 
 from gateway.routing import evaluation
@@ -135,33 +139,6 @@ SIGNED = frozenset({"capitals"})
 EXCLUDED = frozenset({"multiple_choice", "questions"})
 CLIP = 4.0  # standardised values are clipped to +-CLIP, in training and in the gateway alike
 
-# The lexicon (`gateway/routing/lexicon.py`): a weight per word, fitted on top of the logit of the
-# features above (which stay fitted to the exam rows alone), on the exam rows and our traffic sets.
-LEXICON_L2 = 1.0
-LEXICON_MIN_ROWS = 10  # a word must occur in this many training rows...
-LEXICON_MIN_SOURCES = 2  # ...of at least two sources (each traffic set and each exam set is one)
-_WORD = re.compile(rb"[a-z][a-z'-]*[a-z]")  # lower-case ASCII letters, inner ' and - allowed
-_LATEX = re.compile(rb"\\([a-z]+)")  # \frac, \sqrt...: notation, which the math_notation feature weighs
-# Words that say who is writing rather than what is asked: pronouns, determiners, greetings. Our
-# traffic sets' authors wrote hard requests as "we / our system" and easy ones as "please ... this",
-# which the fit took as a difficulty cue (cross-validated on held-out sets, with them the lexicon
-# gains 0.09 AUROC more, and most of it is how our authors wrote, not what users ask).
-LEXICON_STOP = frozenset(
-    b"i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his "
-    b"himself she her hers herself it its itself they them their theirs themselves this that these "
-    b"those a an the please thanks thank hi hello hey dear cheers regards i'm i've i'd i'll we're "
-    b"we've we'd we'll you're you've you'd you'll he's she's it's they're they've that's there's "
-    b"here's let's".split()
-)
-# Words our traffic sets' brief (`data/routing/traffic/BRIEF.md`) told the authors to keep out of a
-# third of the complex prompts and to plant in a third of the simple ones. Their frequencies there
-# say what the brief asked, not what users write (the fit learnt "step -3.9", "explain -2.3"), so
-# they are left to the hand-written cue features, whose weights the traffic sets do not touch.
-BRIEF_WORDS = frozenset(
-    b"prove analyze analyse analysis design trade-offs tradeoffs trade-off step steps step-by-step "
-    b"rigorous rigorously edge cases explain must carefully".split()
-)
-
 
 @dataclass(frozen=True)
 class Model:
@@ -176,8 +153,7 @@ class Model:
         x = np.array([item.features for item in items], dtype=float)
         logits: np.ndarray = np.clip((x - self.means) / self.scales, -CLIP, CLIP) @ self.coefficients
         if self.lexicon:
-            weights = np.array(list(self.lexicon.values()))
-            logits = logits + np.asarray(lexicon_matrix(items, list(self.lexicon)) @ weights)
+            logits = logits + word_pushes(items, self.lexicon)
         return logits + self.intercept
 
     def scores(self, items: Sequence[Item]) -> list[float]:
@@ -238,90 +214,10 @@ def fit(
     return Model(means, scales, coefficients, float(result.x[-1]), kinds)
 
 
-def vocabulary(rows: Sequence[Item]) -> list[bytes]:
-    """The words the lexicon may weigh: in LEXICON_MIN_ROWS rows of LEXICON_MIN_SOURCES sources, not
-    stop words or BRIEF_WORDS, letters only (numbers and code punctuation are the features' business), and not
-    LaTeX commands (a word written as `\\word` in most rows that have it): notation is weighed by
-    `math_notation`, and our few LaTeX-formatting chores taught `frac` to mean "simple"."""
-    counts: Counter[bytes] = Counter()
-    commands: Counter[bytes] = Counter()
-    sources: defaultdict[bytes, set[str]] = defaultdict(set)
-    for item in rows:
-        counts.update(item.words)
-        commands.update(set(_LATEX.findall(item.sample.lower().encode())))
-        for word in item.words:
-            sources[word].add(item.source)
-    return sorted(
-        word
-        for word, n in counts.items()
-        if n >= LEXICON_MIN_ROWS
-        and len(sources[word]) >= LEXICON_MIN_SOURCES
-        and 2 * commands[word] <= n
-        and word not in LEXICON_STOP
-        and word not in BRIEF_WORDS
-        and _WORD.fullmatch(word)
-    )
-
-
-def lexicon_matrix(items: Sequence[Item], words: Sequence[bytes]) -> Any:
-    """Rows x words, 1 / sqrt(words present) where present: the push is this times the weights."""
-    index = {word: k for k, word in enumerate(words)}
-    rows, cols, values = [], [], []
-    for r, item in enumerate(items):
-        present = [index[w] for w in item.words if w in index]
-        if not present:
-            continue
-        rows += [r] * len(present)
-        cols += present
-        values += [1.0 / math.sqrt(len(present))] * len(present)
-    return sparse.csr_matrix((values, (rows, cols)), shape=(len(items), len(words)))
-
-
 def fit_lexicon(model: Model, rows: Sequence[Item]) -> Model:
-    """Word weights, L2-penalised and source-weighted, fitted with the feature model's logit as a
-    fixed offset: the words add what the features miss. Each source (our traffic sets together are
-    one) gets its own intercept shift in the fit, so the words learn what is hard inside a source,
-    not which source a request looks like: our sets are half complex, MMLU a third, GSM8K a fifth,
-    CLINC150 and NQ-open not at all. (With one shared shift, words our authors use and exam
-    questions do not learnt "complex", and the dev AUROC fell from 0.738 to 0.719; with one per
-    source it rose to 0.755, as shipped.) A source with one label only would push its shift to infinity and
-    teach the words nothing, so only sources with both labels are fitted; the shipped shift is the
-    mean of theirs."""
-    labels_of: defaultdict[str, set[bool]] = defaultdict(set)
-    for item in rows:
-        labels_of[source_group(item)].add(bool(item.label))
-    rows = [item for item in rows if len(labels_of[source_group(item)]) == 2]
-    words = vocabulary(rows)
-    offset = model.logits(rows)
-    y = np.array([1.0 if item.label else 0.0 for item in rows])
-    weights = source_weights(rows)
-    matrix = lexicon_matrix(rows, words)
-    keys = [source_group(item) for item in rows]
-    groups = sorted(set(keys))
-    member = sparse.csr_matrix(
-        (np.ones(len(rows)), (np.arange(len(rows)), [groups.index(k) for k in keys])),
-        shape=(len(rows), len(groups)),
-    )
-    n = len(words)
-
-    def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
-        v, b = params[:n], params[n:]
-        logits = offset + matrix @ v + member @ b
-        residual = weights * (1.0 / (1.0 + np.exp(-logits)) - y)
-        value = float(weights @ (np.logaddexp(0.0, logits) - y * logits) + 0.5 * LEXICON_L2 * v @ v)
-        return value, np.concatenate([matrix.T @ residual + LEXICON_L2 * v, member.T @ residual])
-
-    result = minimize(
-        loss,
-        np.zeros(n + len(groups)),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 5000, "ftol": 1e-12, "gtol": 1e-8},
-    )
-    if not result.success:
-        raise RuntimeError(f"lexicon fit did not converge: {result.message}")
-    lexicon = {word: _round(v) for word, v in zip(words, result.x[:n], strict=True)}
-    shift = float(np.mean(result.x[n:]))
+    """The model with word weights fitted on `rows` over its logit (`router_lexicon.fit_words`)."""
+    weights, shift = fit_words(rows, model.logits)
+    lexicon = {word: _round(value) for word, value in weights.items()}
     return replace(model, intercept=_round(model.intercept + shift), lexicon=lexicon)
 
 
@@ -352,15 +248,15 @@ def leave_one_source_out(
 
 
 def leave_one_traffic_set_out(model: Model, exam: Sequence[Item], own: Sequence[Item]) -> dict[str, Any]:
-    """AUROC on each of our traffic sets when the lexicon is fitted without it (the features are
-    fitted to the exam rows alone, so they need no refit), pooled and per set, next to length."""
+    """AUROC on each of our traffic sets when the lexicon is fitted without it, over the features-only
+    `model` (fitted to the exam rows alone, so it needs no refit), pooled and per set, next to length."""
     labels: list[bool] = []
     scores: list[float] = []
     per_set = {}
     for source in sorted({item.source for item in own}):
         held = [item for item in own if item.source == source]
         rest = [item for item in own if item.source != source]
-        held_scores = fit_lexicon(replace(model, lexicon=None), [*exam, *rest]).scores(held)
+        held_scores = fit_lexicon(model, [*exam, *rest]).scores(held)
         held_labels = [bool(item.label) for item in held]
         per_set[source] = {
             "auroc": evaluation.auroc(held_labels, held_scores),

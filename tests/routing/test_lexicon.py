@@ -89,7 +89,7 @@ def test_the_score_adds_the_push_to_the_features_logit(shipped: dict[str, Any]) 
 def test_the_shipped_lexicon_weighs_what_is_asked_not_who_asks(shipped: dict[str, Any]) -> None:
     """Pronouns, greetings, LaTeX commands and the words the traffic sets' brief told authors to
     plant or avoid are left out (`LEXICON_STOP`, `BRIEF_WORDS` and the LaTeX rule in
-    scripts/train_router.py); numbers and code punctuation are the features' business."""
+    scripts/router_lexicon.py); numbers and code punctuation are the features' business."""
     words = shipped["lexicon"]["words"]
     assert len(words) > 1000
     assert not {"we", "our", "you", "please", "thanks", "the", "frac", "cdot"} & set(words)
