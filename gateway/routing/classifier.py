@@ -153,11 +153,11 @@ class ComplexityClassifier:
         """The score of an `extract_features` vector and the words it was read from."""
         clip = self.clip
         logit = self.intercept
-        if words and self.lexicon is not None:
-            logit += self.lexicon.push(words)
         for j, mean, inverse_scale, coefficient in self._terms:
             z = (features[j] - mean) * inverse_scale
             logit += coefficient * (clip if z > clip else -clip if z < -clip else z)
+        if words and self.lexicon is not None:
+            logit += self.lexicon.push(words)
         return _sigmoid(logit)
 
     def contributions(
@@ -182,10 +182,13 @@ class ComplexityClassifier:
 
     def assess(self, body: dict[str, Any], *, top: int = 3) -> Assessment:
         """Score and explanation from one feature pass (what the router wants)."""
-        features, words = read_request(body)
-        ranked = sorted(self.contributions(features, words), key=lambda item: -abs(item[1]))
+        pushes = self.contributions(*read_request(body))
+        logit = self.intercept
+        for _, value in pushes:  # the order `score_features` adds them in: the same float
+            logit += value
+        ranked = sorted(pushes, key=lambda item: -abs(item[1]))
         reasons = tuple((name, round(value, 3)) for name, value in ranked[:top] if abs(value) >= 0.0005)
-        return Assessment(self.score_features(features, words), reasons)
+        return Assessment(_sigmoid(logit), reasons)
 
 
 def _sigmoid(logit: float) -> float:
