@@ -41,11 +41,25 @@ BRIEF_WORDS = frozenset(
     b"rigorous rigorously edge cases explain must carefully".split()
 )
 
+# Languages and the countries and regions that speak them: a request names them for where its user
+# is or what language a chore is in, not for how hard it is. Fitted, they said "german +1.6, germany
+# +2.2, uk +1.9, english -3.2" (our tax and employment questions named countries, our translation
+# chores named English), so "Translate this to German" went to the strong tier and "... to English"
+# to the cheap one. A gateway serving many countries must not route by them.
+PLACE_WORDS = frozenset(
+    b"english german french spanish italian portuguese dutch polish swedish norwegian danish finnish "
+    b"greek turkish russian ukrainian chinese mandarin cantonese japanese korean arabic hebrew hindi "
+    b"bengali urdu vietnamese thai indonesian malay czech hungarian romanian british american "
+    b"germany france spain italy portugal netherlands poland sweden norway denmark finland greece "
+    b"turkey russia ukraine china japan korea india brazil mexico canada australia uk us usa america "
+    b"england britain scotland ireland europe european eu asia africa".split()
+)
+
 
 def vocabulary(rows: Sequence[Item]) -> list[bytes]:
     """The words the lexicon may weigh: in LEXICON_MIN_ROWS rows of LEXICON_MIN_SOURCES sources, not
-    stop words or BRIEF_WORDS, letters only (numbers and code punctuation are the features'
-    business), and not LaTeX commands (a word written as `\\word` in most rows that have it):
+    stop words, BRIEF_WORDS or PLACE_WORDS, letters only (numbers and code punctuation are the
+    features' business), and not LaTeX commands (a word written as `\\word` in most rows that have it):
     notation is weighed by `math_notation`, and our few LaTeX-formatting chores taught `frac` to
     mean "simple"."""
     counts: Counter[bytes] = Counter()
@@ -64,6 +78,7 @@ def vocabulary(rows: Sequence[Item]) -> list[bytes]:
         and 2 * commands[word] <= n
         and word not in LEXICON_STOP
         and word not in BRIEF_WORDS
+        and word not in PLACE_WORDS
         and _WORD.fullmatch(word)
     )
 
