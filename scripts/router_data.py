@@ -44,11 +44,11 @@ PROBE_SETS = {
     "c": "held out; read while 1.3 was built",
     "d": "held out, written against surface cues; read while 1.3 was built",
     "e": "held out; read for 1.3's last candidates",
-    "f": "held out, written naturally (no balancing rules); read once against the final 1.3, then for 1.4's candidates",
+    "f": "held out, written naturally (no balancing rules); read once against 1.3, then for 1.4's candidates",
     "f-fr": "set F translated into French: the same requests, so the same ranking is the aim",
     "f-de": "set F translated into German",
-    "g": "held out, written naturally like F; read for 1.4's six declared candidates",
-    "m": "held out, 20 prompts in each of 8 languages, written naturally; read for 1.4's six declared candidates",
+    "g": "held out, written naturally like F; read for 1.4's candidates",
+    "m": "held out, 20 prompts in each of 8 languages, written naturally; read for 1.4's candidates",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"

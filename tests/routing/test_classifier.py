@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,34 @@ def test_a_long_pasted_document_with_a_routine_ask_goes_to_the_cheap_tier(
     document = " ".join([PASTED_EMAIL] * 3)
     for chore in ("Summarize this email in two sentences:", "Translate this to German:"):
         assert classifier.score(user(f"{chore}\n\n{document}")) < classifier.threshold
+
+
+def test_the_language_a_request_is_written_in_does_not_pick_its_tier(
+    classifier: ComplexityClassifier,
+) -> None:
+    """Probe set F's 160 requests, translated into French and into German: on average each scores
+    what it scores in English (before `non_english`, French was 0.74 lower on the logit, and the
+    language names in the lexicon sent "Translate this to German" to the strong tier). Ranking
+    inside a language is still weaker than in English; the routing README says by how much."""
+    probes = Path(__file__).resolve().parents[2] / "data" / "routing" / "probes"
+
+    def logits(name: str) -> dict[str, float]:
+        out = {}
+        for line in (probes / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            p = classifier.score(user(row["prompt"]))
+            out[row.get("source_id", row["id"])] = math.log(p / (1 - p))
+        return out
+
+    english = logits("f")
+    shifts = []
+    for language in ("f-fr", "f-de"):
+        translated = logits(language)
+        assert translated.keys() == english.keys()
+        shift = sum(translated[k] - english[k] for k in english) / len(english)
+        assert abs(shift) < 0.6, (language, shift)
+        shifts.append(shift)
+    assert abs(sum(shifts) / len(shifts)) < 0.2, shifts
 
 
 def test_explain_names_the_biggest_pushes(classifier: ComplexityClassifier) -> None:

@@ -229,6 +229,38 @@ def test_language() -> None:
     assert feature_dict(user("plain english"))["non_ascii"] == 0.0
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Pouvez-vous vérifier si notre calcul de TVA est correct pour les ventes en Belgique ?",
+        "¿Por qué mi consulta tarda tanto cuando la tabla tiene más de un millón de filas?",
+        "Bitte prüfe, ob die Kündigungsfrist in diesem Vertrag wirksam ist und was das für uns heißt.",
+        "Você pode me explicar por que o balanço não fecha com a conta do banco?",
+        "Mi spieghi perché la query è lenta e come posso migliorare gli indici della tabella?",
+    ],
+)
+def test_a_latin_script_request_in_another_language_is_marked(text: str) -> None:
+    """The cue lists and the lexicon read English: the prior on `non_english` keeps these requests
+    from scoring lower than the same request in English."""
+    assert feature_dict(user(text))["non_english"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Why does our Postgres replica lag behind the primary after a failover?",
+        "Translate this to French: le chat est sur la table et le chien dort.",  # an English ask
+        "Compute \\[\\frac{1}{\\cos^2 10^\\circ} + \\frac{1}{\\sin^2 20^\\circ}\\]",
+        "def merge(a, b):\n    return sorted(a + b, key=lambda x: x.id)",
+        "Comment ça va ?",  # no function word to tell it by
+        "请帮我写一首关于秋天的诗，要有押韵，四行就够了",  # noqa: RUF001 (another script: non_ascii's)
+        "Почему наш сервер падает каждую ночь в три часа и как это исправить?",
+    ],
+)
+def test_english_code_maths_and_other_scripts_are_not_marked(text: str) -> None:
+    assert feature_dict(user(text))["non_english"] == 0.0
+
+
 def test_capitals_share_is_smoothed() -> None:
     shouting = feature_dict(user("WHAT IS THE CAPITAL OF FRANCE"))["capitals"]
     normal = feature_dict(user("What is the capital of France"))["capitals"]

@@ -49,6 +49,30 @@ def test_words_are_the_users_lower_cased_and_split_at_punctuation() -> None:
     assert not {b"review", b"sql", b"never", b"reveal"} & words  # the system prompt's are not read
 
 
+def test_the_words_of_a_pasted_document_are_not_read() -> None:
+    """Beside a short ask, a pasted document's words say what it is about (dates, names, column
+    headers), not what is asked of it: only the ask's words are weighed. A message that is all ask
+    is read whole."""
+    ask = "What is the root cause of this outage, and what should we change first?"
+    log = "\n".join(
+        f"2026-11-{d:02d} 03:{d:02d} payments-api ERROR upstream timeout (pool exhausted)"
+        for d in range(1, 20)
+    )
+    invoice = "\n".join(
+        f"Invoice {d}: 3 x blue widgets, EUR {d * 40}.00, due on the {d}th, ref ACME-{d}"
+        for d in range(1, 20)
+    )
+    _, short = read_request(user(ask))
+    for document in (log, invoice):
+        for text in (f"{ask}\n\n{document}", f"{document}\n\n{ask}"):
+            _, words = read_request(user(text))
+            assert words == short, text[:40]
+    parts = {"role": "user", "content": [{"type": "text", "text": ask}, {"type": "text", "text": invoice}]}
+    assert read_request({"messages": [parts]})[1] == short
+    _, whole = read_request(user("Summarize: the invoice is due on the 4th."))
+    assert {b"summarize", b"invoice", b"due", b"4th"} <= whole
+
+
 def test_a_system_prompt_does_not_move_the_words_push() -> None:
     """An application sends the same system prompt with every request: its words must not dilute
     the user's, nor lift a greeting over the threshold."""
@@ -87,13 +111,16 @@ def test_the_score_adds_the_push_to_the_features_logit(shipped: dict[str, Any]) 
 
 
 def test_the_shipped_lexicon_weighs_what_is_asked_not_who_asks(shipped: dict[str, Any]) -> None:
-    """Pronouns, greetings, LaTeX commands and the words the traffic sets' brief told authors to
-    plant or avoid are left out (`LEXICON_STOP`, `BRIEF_WORDS` and the LaTeX rule in
-    scripts/router_lexicon.py); numbers and code punctuation are the features' business."""
+    """Pronouns, greetings, LaTeX commands, languages and places, and the words the traffic sets'
+    brief told authors to plant or avoid are left out (`LEXICON_STOP`, `BRIEF_WORDS`, `PLACE_WORDS`
+    and the LaTeX rule in scripts/router_lexicon.py); numbers and code punctuation are the
+    features' business."""
     words = shipped["lexicon"]["words"]
     assert len(words) > 1000
     assert not {"we", "our", "you", "please", "thanks", "the", "frac", "cdot"} & set(words)
     assert not {"prove", "design", "step", "explain", "must", "carefully"} & set(words)
+    # Languages and places say where a user is, not how hard the ask is (`PLACE_WORDS`).
+    assert not {"english", "german", "germany", "uk", "france", "french", "eu"} & set(words)
     assert all(w.replace("'", "").replace("-", "").isalpha() and w == w.lower() for w in words)
     assert words["summarise"] < 0 < words["why"]
 
