@@ -49,6 +49,7 @@ PROBE_SETS = {
     "f-de": "set F translated into German",
     "g": "held out, written naturally like F; read for 1.4's candidates",
     "m": "held out, 20 prompts in each of 8 languages, written naturally; read for 1.4's candidates",
+    "h": "held out, half English, half in 8 other languages, written naturally; read once, for 1.4's length",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"
