@@ -17,7 +17,8 @@ on standardised features from `gateway.routing.features`:
   math, numbers, tools...) may not get a negative weight because these sources happen to pair it
   with easy items; code, math, expert, reasoning and constraint cues, which the data barely
   contains, keep a floor (`FLOORS`), and a floored cue's push is not clipped after a fraction of one
-  cue (`SPANS`);
+  cue (`SPANS`); so does prompt length, which the exam rows weigh less than requests written as
+  people write them do;
 - features the data never varies (tools, conversation depth, JSON schema, output length, reasoning
   effort, images, code fences, system prompts, other languages: every prompt here is one plain
   English user turn), routine-task cues and pasted material keep hand-set weights (`PRIORS`),
