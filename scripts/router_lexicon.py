@@ -1,6 +1,6 @@
 """The lexicon's half of the training (`gateway/routing/lexicon.py`): which words it may weigh, and
 their weights, fitted on the exam rows and our traffic sets over the feature model's logit (which
-stays fitted to the exam rows alone, in `train_router.py`).
+stays fitted to the exam rows alone, in `router_model.py`).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ PLACE_WORDS = frozenset(
     b"turkey russia ukraine china japan korea india brazil mexico canada australia uk us usa america "
     b"england britain scotland ireland europe european eu asia africa".split()
 )
+LEFT_OUT_WORDS = LEXICON_STOP | BRIEF_WORDS | PLACE_WORDS
 
 
 def vocabulary(rows: Sequence[Item]) -> list[bytes]:
@@ -76,9 +77,7 @@ def vocabulary(rows: Sequence[Item]) -> list[bytes]:
         if n >= LEXICON_MIN_ROWS
         and len(sources[word]) >= LEXICON_MIN_SOURCES
         and 2 * commands[word] <= n
-        and word not in LEXICON_STOP
-        and word not in BRIEF_WORDS
-        and word not in PLACE_WORDS
+        and word not in LEFT_OUT_WORDS
         and _WORD.fullmatch(word)
     )
 
