@@ -213,8 +213,8 @@ def read_request(body: dict[str, Any]) -> tuple[list[float], set[bytes]]:
     total_chars += _TOOL_CHARS * n_tools
     cues, words = _text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head)
     ask, material = _split_ask(last_user)
-    if material:
-        words = _words(_sample(ask, SAMPLE_CHARS, _TAIL_CHARS).encode("utf-8", "replace").lower())
+    if material:  # the ask is then one text shorter than _ASK_CHARS: read whole
+        words = _words(ask.encode("utf-8", "replace").lower())
     return [
         # The system prompt is the application's, the same in every request: `system_tokens` weighs
         # it. Counted here too, a 60-token one lifted every short request by +2.3 on the logit.
