@@ -38,9 +38,22 @@ _TOOL = {
     },
 }
 
+_FRENCH = (
+    "Bonjour, on a un souci avec la facturation : depuis la mise à jour de lundi, les factures des "
+    "clients en Belgique sortent avec une TVA de 20 % au lieu de 21 %. Peux-tu m'expliquer d'où ça "
+    "peut venir dans ce code, puis proposer un correctif et les cas limites à tester ? Il faut que "
+    "le correctif soit rétrocompatible avec les factures déjà émises."
+)
+_CHINESE = (  # Chinese commas, not ASCII ones (RUF001)
+    "我们的订单服务在高峰期偶尔会重复扣款。支付回调和超时重试可能同时到达，两个请求都读到订单状态为"  # noqa: RUF001
+    "未支付，然后都去调用扣款接口。请分析一下原因，设计一个幂等的方案，并说明在数据库和消息队列"  # noqa: RUF001
+    "两层分别要注意哪些边界情况。要求不能引入分布式锁。"
+)
+
 
 def bodies() -> dict[str, dict[str, Any]]:
-    """The bodies timed: a chat turn, an exam question, a 2k- and a 50k-token prompt, an agent turn."""
+    """The bodies timed: a chat turn, an exam question, a 2k- and a 50k-token prompt, an agent turn,
+    and requests in French and in Chinese (read with the other languages' cue lists too)."""
     system = {"role": "system", "content": "You are a terse assistant."}
     document = large_prompt_text(8_000, seed=11)  # ~2k tokens
     return {
@@ -57,6 +70,8 @@ def bodies() -> dict[str, dict[str, Any]]:
         "50k-token prompt": {
             "messages": [system, {"role": "user", "content": large_prompt_text() + "\n\nSummarise."}]
         },
+        "French request": {"messages": [system, {"role": "user", "content": _FRENCH}]},
+        "Chinese request": {"messages": [system, {"role": "user", "content": _CHINESE}]},
         "agent turn with tools": {
             "messages": [
                 {"role": "system", "content": "You help support staff. Always cite order ids. " * 8},

@@ -47,9 +47,14 @@ PROBE_SETS = {
     "f": "held out, written naturally (no balancing rules); read once against 1.3, then for 1.4's candidates",
     "f-fr": "set F translated into French: the same requests, so the same ranking is the aim",
     "f-de": "set F translated into German",
+    "f-es": "set F translated into Spanish (for 1.5)",
+    "f-zh": "set F translated into Chinese (for 1.5)",
+    "f-ja": "set F translated into Japanese (for 1.5)",
+    "f-ru": "set F translated into Russian (for 1.5)",
     "g": "held out, written naturally like F; read for 1.4's candidates",
     "m": "held out, 20 prompts in each of 8 languages, written naturally; read for 1.4's candidates",
     "h": "held out, half English, half in 8 other languages, written naturally; read once, for 1.4's length",
+    "n": "held out, 20 prompts in each of 8 languages, written naturally; read once, for 1.5's candidates",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"

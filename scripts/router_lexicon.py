@@ -16,6 +16,8 @@ from router_data import Item, source_group, source_weights
 from scipy import sparse  # type: ignore[import-untyped]
 from scipy.optimize import minimize  # type: ignore[import-untyped]
 
+from gateway.routing.features import OTHER_LANGUAGE_WORDS
+
 LEXICON_L2 = 1.0
 LEXICON_MIN_ROWS = 10  # a word must occur in this many training rows...
 LEXICON_MIN_SOURCES = 2  # ...of at least two sources (each traffic set and each exam set is one)
@@ -54,7 +56,12 @@ PLACE_WORDS = frozenset(
     b"turkey russia ukraine china japan korea india brazil mexico canada australia uk us usa america "
     b"england britain scotland ireland europe european eu asia africa".split()
 )
-LEFT_OUT_WORDS = LEXICON_STOP | BRIEF_WORDS | PLACE_WORDS
+# The function words of French, Spanish, German, Portuguese and Italian (`non_english`'s list and
+# their articles): they say which language a request is in, not how hard it is. Fitted, a few
+# English rows with a name or a phrase in another language taught "de -2.2, para -0.7, den -0.8",
+# so every request in those languages was pulled toward the cheap tier by its grammar.
+LANGUAGE_WORDS = OTHER_LANGUAGE_WORDS | frozenset(b"en la le les los las el den dem ein eine il lo".split())
+LEFT_OUT_WORDS = LEXICON_STOP | BRIEF_WORDS | PLACE_WORDS | LANGUAGE_WORDS
 
 
 def vocabulary(rows: Sequence[Item]) -> list[bytes]:

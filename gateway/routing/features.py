@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any
 
+from gateway.routing.languages import CJK_LEADS, foreign_cues
+
 FEATURE_NAMES: tuple[str, ...] = (
     "prompt_tokens",  # log1p of approximate tokens in the conversation (not the system prompt) and tools
     "material_tokens",  # log1p of approximate tokens of text pasted beside a short ask (see _split_ask)
@@ -61,6 +63,17 @@ _TOOL_CHARS = 256  # a typical tool definition: counted, not serialised just to 
 _TOOL_CALL_CHARS = 64
 _ASK_CHARS = 400  # an ask is at most this long; a pasted document is text beside it
 _MATERIAL_MIN = 600  # shorter messages are read as all ask
+# A Chinese or Japanese character (kana included) counts as this many characters of length: it
+# carries what three or four English letters do, so counted as one the same request in Chinese was
+# a quarter of its English length, and length is the heaviest feature. Set without labels, so that
+# probe set F translated into Chinese and Japanese has F's mean length (`data/routing/probes/`).
+CJK_CHAR_WEIGHT = 2.6
+# What `capitals` reads for a request in another language: the typical share (the fitted mean is
+# 0.053). In another script the Latin letters left are mostly acronyms and names, and German
+# capitalises its nouns: read as English, they lifted F's Chinese, Japanese and Russian
+# translations by +1.0 on the logit on average, and the German by +0.4.
+_TYPICAL_CAPITALS = 0.05
+_OTHER_LANGUAGE_SCRIPT = 0.15  # a non-ASCII share from which a message is read as another language
 
 _PUNCTUATION = b'!"#$%&()*+,./:;<=>?@[\\]^`{|}~\r\n\t'
 _TO_SPACE = bytes.maketrans(_PUNCTUATION, b" " * len(_PUNCTUATION))
@@ -154,7 +167,7 @@ _ENGLISH_WORDS = frozenset(
     b"could who why where then them these those some any just like get need want please using use "
     b"its each only more out up one me".split()
 )
-_OTHER_LANGUAGE_WORDS = frozenset(
+OTHER_LANGUAGE_WORDS = frozenset(
     "de des du et est une au aux pour dans sur avec qui que pas ce cette sont nous vous "  # French
     "el los las del y por para como más pero muy una "  # Spanish
     "der das und ist nicht mit für zu dem eine auf sich auch wir bitte oder wie "  # German
@@ -211,8 +224,11 @@ def read_request(body: dict[str, Any]) -> tuple[list[float], set[bytes]]:
         tools = body.get("functions")
     n_tools = len(tools) if isinstance(tools, list) else 0
     total_chars += _TOOL_CHARS * n_tools
-    cues, words = _text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head)
-    ask, material = _split_ask(last_user)
+    cues, words, scale = _text_cues(_sample(last_user, SAMPLE_CHARS, _TAIL_CHARS), system_head)
+    ask, material = _split_ask(last_user, scale)
+    if scale != 1.0:  # Chinese or Japanese: the sample's share of their characters counts more
+        total_chars += int((scale - 1.0) * (total_chars - system_chars))
+        material = int(material * scale)
     if material:  # the ask is then one text shorter than _ASK_CHARS: read whole
         words = _words(ask.encode("utf-8", "replace").lower())
     return [
@@ -248,26 +264,27 @@ def feature_dict(body: dict[str, Any]) -> dict[str, float]:
     return dict(zip(FEATURE_NAMES, extract_features(body), strict=True))
 
 
-def _split_ask(content: Any) -> tuple[Any, int]:
+def _split_ask(content: Any, scale: float = 1.0) -> tuple[Any, int]:
     """The ask of a message, and the characters of a document the user pasted beside it ("Summarize
     this:" and an e-mail, or a log and then "what failed?"): the text after a short first paragraph
     or before a short last one, or every text part after a short first part. The document's length
     says how much there is to read, not how hard the ask is; exam questions, which taught the length
     feature, have none. Without a document the whole message is the ask."""
+    ask_chars = int(_ASK_CHARS / scale)  # Chinese and Japanese: in characters of English length
     if isinstance(content, str):
         size = len(content)
-        if size < _MATERIAL_MIN:
+        if size * scale < _MATERIAL_MIN:
             return content, 0
-        for mark in ("\n\n", ":\n"):
-            ask_end = content.find(mark, 0, _ASK_CHARS)
+        for mark in ("\n\n", ":\n", "\uff1a\n"):  # the last a full-width colon
+            ask_end = content.find(mark, 0, ask_chars)
             if ask_end != -1:
                 return content[:ask_end], size - ask_end
-        ask_start = content.rfind("\n\n", size - _ASK_CHARS)
+        ask_start = content.rfind("\n\n", size - ask_chars)
         return (content[ask_start:], ask_start) if ask_start != -1 else (content, 0)
     if isinstance(content, list):
         texts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
         sizes = [len(text) for text in texts]
-        if len(sizes) > 1 and sizes[0] < _ASK_CHARS and sum(sizes) >= _MATERIAL_MIN:
+        if len(sizes) > 1 and sizes[0] < ask_chars and sum(sizes) * scale >= _MATERIAL_MIN:
             return texts[0], sum(sizes) - sizes[0]
     return content, 0
 
@@ -307,9 +324,10 @@ def _sample(content: Any, limit: int, tail: int) -> str:
     return head + "\n" + text[-tail:] if tail else head
 
 
-def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
+def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes], float]:
     """The text features (from `code_blocks` on), of the sample of the last user message and of the
-    system prompt's head for instruction cues, and the words of the user's sample alone."""
+    system prompt's head for instruction cues; the words of the user's sample alone; and what its
+    length counts per character (`CJK_CHAR_WEIGHT`)."""
     raw = sample.encode("utf-8", "replace")
     size = max(len(raw), 1)
     low = raw.lower()  # ASCII only, which is all the word lists need
@@ -322,14 +340,31 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
         low_all, words = low, user_words
     multiline = b"\n" in raw
     non_ascii = 0.0 if len(raw) == len(sample) else 1.0 - len(sample.encode("ascii", "ignore")) / len(sample)
+    english = len(user_words & _ENGLISH_WORDS) >= 2
+    other_language = not english and non_ascii < 0.3 and len(user_words & OTHER_LANGUAGE_WORDS) >= 2
+    scale = 1.0
+    if non_ascii:
+        cjk = len(raw) - len(raw.translate(None, CJK_LEADS))
+        scale += (CJK_CHAR_WEIGHT - 1.0) * cjk / len(sample)
 
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     runs = set(raw.translate(_ONLY_DIGITS).split()) if digits else set()
     numbers = len(runs)
-    reasoning = len(words & _REASONING_WORDS) + _phrases(_REASONING_PHRASES, words, low_all)
-    expert = len(words & _EXPERT_WORDS) + _phrases(_EXPERT_PHRASES, words, low_all)
-    constraints = len(words & _CONSTRAINT_WORDS)
-    constraints += sum(low_all.count(phrase) for key, phrase in _CONSTRAINT_PHRASES if key in words)
+    counts = [  # in `languages.CUE_KINDS` order
+        len(words & _REASONING_WORDS) + _phrases(_REASONING_PHRASES, words, low_all),
+        len(words & _EXPERT_WORDS) + _phrases(_EXPERT_PHRASES, words, low_all),
+        len(words & _ROUTINE_WORDS),
+        len(words & _SEQUENCE_WORDS),
+        len(words & _CONDITIONAL_WORDS),
+        len(words & _QUANTITY_WORDS),
+        len(words & _CONSTRAINT_WORDS)
+        + sum(low_all.count(phrase) for key, phrase in _CONSTRAINT_PHRASES if key in words),
+    ]
+    # Not evidently English (a short request may name too few function words to tell its language
+    # by): the same cues in the other languages too. None of their words is an English one.
+    if not english or non_ascii >= _OTHER_LANGUAGE_SCRIPT:
+        counts = [english + other for english, other in zip(counts, foreign_cues(sample), strict=True)]
+    reasoning, expert, routine, sequence, conditionals, quantities, constraints = counts
     lines = b"\n" + raw if multiline else b""
     stops = raw.translate(_ENDS_TO_STOP)
     no_capitals = raw.translate(None, _CAPITALS)
@@ -347,10 +382,10 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
         float(min(max(map(len, runs), default=0), 12)),
         float(reasoning),
         float(expert),
-        float(len(words & _ROUTINE_WORDS)),
-        math.log1p(len(_LIST_ITEM.findall(lines)) + len(words & _SEQUENCE_WORDS)),
-        float(len(words & _CONDITIONAL_WORDS)),
-        float(len(words & _QUANTITY_WORDS)),
+        float(routine),
+        math.log1p(len(_LIST_ITEM.findall(lines)) + sequence),
+        float(conditionals),
+        float(quantities),
         math.log1p(constraints),
         float(sum(1 for w in _NEGATIONS if w in raw)),
         math.log1p(raw.count(b"?")),
@@ -358,16 +393,13 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes]]:
         math.log1p(stops.count(b". ") + stops.count(b".\n") + (1 if raw else 0)),
         math.log1p(raw.count(b",") + raw.count(b";")),
         # 20 pseudo-letters at a typical 5% keep short and non-Latin prompts near the middle.
-        (capitals + 1.0) / (letters + 20.0),
+        _TYPICAL_CAPITALS
+        if other_language or non_ascii >= _OTHER_LANGUAGE_SCRIPT
+        else (capitals + 1.0) / (letters + 20.0),
         non_ascii,
-        # Latin script only: other scripts are `non_ascii`'s.
-        1.0
-        if non_ascii < 0.3
-        and len(user_words & _OTHER_LANGUAGE_WORDS) >= 2
-        and len(user_words & _ENGLISH_WORDS) <= 1
-        else 0.0,
+        1.0 if other_language else 0.0,  # Latin script only: other scripts are `non_ascii`'s
     ]
-    return cues, user_words
+    return cues, user_words, scale
 
 
 def _words(low: bytes) -> set[bytes]:

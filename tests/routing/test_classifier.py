@@ -127,11 +127,13 @@ def test_a_long_pasted_document_with_a_routine_ask_goes_to_the_cheap_tier(
 def test_the_language_a_request_is_written_in_does_not_pick_its_tier(
     classifier: ComplexityClassifier,
 ) -> None:
-    """Probe set F's 160 requests, translated into French and into German: on average each scores
-    what it scores in English (before `non_english`, French was 0.74 lower on the logit, and the
-    language names in the lexicon sent "Translate this to German" to the strong tier). Ranking
-    inside a language is still weaker than in English; the routing README says by how much."""
+    """Probe set F's 160 requests, translated into French, German, Spanish, Chinese, Japanese and
+    Russian: on average each scores what it scores in English (1.4 scored the Chinese, Japanese and
+    Russian ones about +1 higher on the logit and the Spanish 0.65 lower), and at most about a
+    quarter change tier (1.4: 30%). Ranking inside a language is still weaker than in English; the
+    routing README says by how much."""
     probes = Path(__file__).resolve().parents[2] / "data" / "routing" / "probes"
+    cut = math.log(classifier.threshold / (1 - classifier.threshold))
 
     def logits(name: str) -> dict[str, float]:
         out = {}
@@ -142,14 +144,14 @@ def test_the_language_a_request_is_written_in_does_not_pick_its_tier(
         return out
 
     english = logits("f")
-    shifts = []
-    for language in ("f-fr", "f-de"):
+    changed = []
+    for language in ("f-fr", "f-de", "f-es", "f-zh", "f-ja", "f-ru"):
         translated = logits(language)
         assert translated.keys() == english.keys()
         shift = sum(translated[k] - english[k] for k in english) / len(english)
-        assert abs(shift) < 0.6, (language, shift)
-        shifts.append(shift)
-    assert abs(sum(shifts) / len(shifts)) < 0.2, shifts
+        assert abs(shift) < 0.3, (language, shift)
+        changed += [(translated[k] >= cut) != (english[k] >= cut) for k in english]
+    assert sum(changed) / len(changed) < 0.27
 
 
 def test_explain_names_the_biggest_pushes(classifier: ComplexityClassifier) -> None:

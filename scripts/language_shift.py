@@ -1,0 +1,104 @@
+"""How much a request's score moves when the same request is written in another language, and the
+priors of `non_english` and `non_ascii` at which it does not move on average: what sets them
+without reading a label (`gateway/routing/README.md`, versions 1.4 and 1.5).
+
+    python scripts/language_shift.py            # shifts and tier changes under the shipped weights
+    python scripts/language_shift.py --solve    # and the two priors that zero the mean shifts
+
+Reads probe set F and its line-for-line translations (`data/routing/probes/f-*.jsonl`, each row
+naming its English original in `source_id`). Labels are not read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from gateway.routing.classifier import ComplexityClassifier
+from gateway.routing.features import feature_dict
+
+PROBES = Path(__file__).resolve().parent.parent / "data" / "routing" / "probes"
+LATIN = ("fr", "de", "es")  # marked by `non_english`
+OTHER_SCRIPTS = ("zh", "ja", "ru")  # marked by `non_ascii`
+_PRIORS = ("non_english", "non_ascii")
+
+
+def prompts(name: str) -> dict[str, str]:
+    """Prompts of a probe file by the id of their English original."""
+    rows = [json.loads(line) for line in (PROBES / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    return {row.get("source_id", row["id"]): row["prompt"] for row in rows}
+
+
+def _body(prompt: str) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": prompt}]}
+
+
+def logits(classifier: ComplexityClassifier, texts: dict[str, str]) -> dict[str, float]:
+    out = {}
+    for key, prompt in texts.items():
+        score = min(max(classifier.score(_body(prompt)), 1e-9), 1 - 1e-9)
+        out[key] = math.log(score / (1.0 - score))
+    return out
+
+
+def shifts(classifier: ComplexityClassifier, languages: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Per language: mean logit shift against English, and share of requests that change tier."""
+    english = prompts("f")
+    base = logits(classifier, english)
+    cut = math.log(classifier.threshold / (1.0 - classifier.threshold))
+    result = {}
+    for language in languages:
+        moved = logits(classifier, prompts(f"f-{language}"))
+        keys = [key for key in base if key in moved]
+        mean = sum(moved[key] - base[key] for key in keys) / len(keys)
+        changed = sum((moved[key] >= cut) != (base[key] >= cut) for key in keys) / len(keys)
+        result[language] = (mean, changed)
+    return result
+
+
+def solve(classifier: ComplexityClassifier) -> dict[str, float]:
+    """The two priors at which the mean shift over the Latin-script translations, and over the
+    other-script ones, are both zero: the logit is linear in both (neither is clipped)."""
+    index = {name: classifier.names.index(name) for name in _PRIORS}
+    current = {name: classifier.coefficients[i] / classifier.scales[i] for name, i in index.items()}
+    english = prompts("f")
+    rows, targets = [], []
+    for group in (LATIN, OTHER_SCRIPTS):
+        moved = [prompts(f"f-{language}") for language in group]
+        shift = np.mean([s for s, _ in shifts(classifier, group).values()])
+        deltas = [
+            np.mean(
+                [
+                    feature_dict(_body(m[key]))[name] - feature_dict(_body(english[key]))[name]
+                    for m in moved
+                    for key in m
+                ]
+            )
+            for name in _PRIORS
+        ]
+        rows.append(deltas)
+        targets.append(-shift + sum(d * current[n] for d, n in zip(deltas, _PRIORS, strict=True)))
+    values = np.linalg.solve(np.array(rows), np.array(targets))  # per raw unit
+    return {name: round(float(v), 2) for name, v in zip(_PRIORS, values, strict=True)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--weights", help="weights file (default: the shipped one)")
+    parser.add_argument("--solve", action="store_true", help="print the priors that zero the mean shifts")
+    args = parser.parse_args()
+    classifier = ComplexityClassifier.load(args.weights)
+    available = [lang for lang in (*LATIN, *OTHER_SCRIPTS) if (PROBES / f"f-{lang}.jsonl").exists()]
+    for language, (mean, changed) in shifts(classifier, available).items():
+        print(f"f-{language}: mean logit shift {mean:+.2f}, {changed:.0%} of requests change tier")
+    if args.solve:
+        print("priors that zero both mean shifts:", solve(classifier))
+
+
+if __name__ == "__main__":
+    main()
