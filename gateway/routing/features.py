@@ -156,11 +156,11 @@ _CONSTRAINT_PHRASES = (
     (b"format", b"in the format"),
     (b"limit", b"word limit"),
 )
-# A Latin-script message in another language: two or more function words of French, Spanish,
-# German, Portuguese or Italian and at most one English one. The cue lists and the lexicon read
-# English only, so such a request lost its cues (the same request scored 0.74 lower in French than
-# in English, `data/routing/probes/f-fr.jsonl`). Words either language uses ("a", "in", "die", "do",
-# "con", "per", "la") count for neither; LaTeX and code have no function words, so are not flagged.
+# A Latin-script message in another language (`non_english`): two or more function words of
+# French, Spanish, German, Portuguese or Italian and at most one English one. With fewer than two
+# English ones a message is not evidently English, and the cue lists of `languages` are read too.
+# Words either language uses ("a", "in", "die", "do", "con", "per", "la") count for neither; LaTeX
+# and code have no function words, so are not flagged.
 _ENGLISH_WORDS = frozenset(
     b"the and of to is that for with this are be it you from have by or not what how can your which "
     b"there their should would about into than if when does we they our my at as but were been had "
@@ -363,7 +363,7 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes], 
     # Not evidently English (a short request may name too few function words to tell its language
     # by): the same cues in the other languages too. None of their words is an English one.
     if not english or non_ascii >= _OTHER_LANGUAGE_SCRIPT:
-        counts = [english + other for english, other in zip(counts, foreign_cues(sample), strict=True)]
+        counts = [mine + theirs for mine, theirs in zip(counts, foreign_cues(sample), strict=True)]
     reasoning, expert, routine, sequence, conditionals, quantities, constraints = counts
     lines = b"\n" + raw if multiline else b""
     stops = raw.translate(_ENDS_TO_STOP)
