@@ -21,6 +21,17 @@ log = logging.getLogger("tollgate")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A reader that stops early (`tollgate spend | head`) ends it quietly, as Unix
+    tools do, rather than with a traceback."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; pointing it at /dev/null keeps that quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # what a shell reports for a command ended by SIGPIPE
+
+
+def _run(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="tollgate", description="A self-hosted LLM gateway.")
     commands = parser.add_subparsers(dest="command", required=True)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +182,18 @@ def test_the_probe_sets_are_route_eval_input(name: str) -> None:
     assert code == 0, err
     assert f"items: {len(rows)} scored, {len(rows)} labelled ({complex_} complex, {complex_} simple)" in out
     assert "AUROC: 0." in out and "  source " in out
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """`tollgate route-eval FILE | head -1`: the pipe closes under the command, which ends quietly."""
+    probes = Path(__file__).resolve().parents[2] / "data" / "routing" / "probes" / "g.jsonl"
+    done = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m gateway.cli route-eval {shlex.quote(str(probes))} | head -c 10",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout == "route-eval"
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
