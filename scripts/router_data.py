@@ -56,6 +56,7 @@ PROBE_SETS = {
     "h": "held out, half English, half in 8 other languages, written naturally; read once, for 1.4's length",
     "n": "held out, 20 prompts in each of 8 languages, written naturally; read once, for 1.5's candidates",
     "o": "held out, 8 languages, short hard and long easy requests in each; read once, for 1.6's candidates",
+    "p": "held out, English, short hard and long easy requests among them; read once, for 1.7's candidates",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"

@@ -171,7 +171,26 @@ def test_nothing_to_score(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["a", "b", "c", "d", "e", "f", "f-fr", "f-de", "f-es", "f-zh", "f-ja", "f-ru", "g", "h", "m", "n", "o"],
+    [
+        "a",
+        "b",
+        "c",
+        "d",
+        "e",
+        "f",
+        "f-fr",
+        "f-de",
+        "f-es",
+        "f-zh",
+        "f-ja",
+        "f-ru",
+        "g",
+        "h",
+        "m",
+        "n",
+        "o",
+        "p",
+    ],
 )
 def test_the_probe_sets_are_route_eval_input(name: str) -> None:
     """The shipped probe sets (data/routing/probes/) read as they are documented: half of each
