@@ -3,7 +3,9 @@ priors of `non_english` and `non_ascii` at which it does not move on average: wh
 without reading a label (`gateway/routing/README.md`, versions 1.4 and 1.5).
 
     python scripts/language_shift.py            # shifts and tier changes under the shipped weights
-    python scripts/language_shift.py --solve    # and the two priors that zero the mean shifts
+    python scripts/language_shift.py --solve    # and the two priors that zero the mean shifts,
+                                                # and the weight of a Chinese or Japanese character
+                                                # at which their translations have F's mean length
 
 Reads probe set F and its line-for-line translations (`data/routing/probes/f-*.jsonl`, each row
 naming its English original in `source_id`). Labels are not read.
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gateway.routing import features
 from gateway.routing.classifier import ComplexityClassifier
 from gateway.routing.features import feature_dict
 
@@ -87,6 +90,25 @@ def solve(classifier: ComplexityClassifier) -> dict[str, float]:
     return {name: round(float(v), 2) for name, v in zip(_PRIORS, values, strict=True)}
 
 
+def cjk_weight() -> float:
+    """`features.CJK_CHAR_WEIGHT` at which F's Chinese and Japanese translations have, pooled, the
+    mean `prompt_tokens` of F itself (bisection; the gap grows with the weight)."""
+    english = prompts("f")
+    base = {key: feature_dict(_body(p))["prompt_tokens"] for key, p in english.items()}
+    moved = [prompts(f"f-{language}") for language in ("zh", "ja")]
+    shipped, low, high = features.CJK_CHAR_WEIGHT, 1.0, 8.0
+    try:
+        for _ in range(30):
+            features.CJK_CHAR_WEIGHT = (low + high) / 2
+            gap = np.mean(
+                [feature_dict(_body(p))["prompt_tokens"] - base[k] for m in moved for k, p in m.items()]
+            )
+            low, high = (features.CJK_CHAR_WEIGHT, high) if gap < 0 else (low, features.CJK_CHAR_WEIGHT)
+    finally:
+        features.CJK_CHAR_WEIGHT = shipped
+    return round((low + high) / 2, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights", help="weights file (default: the shipped one)")
@@ -98,6 +120,7 @@ def main() -> None:
         print(f"f-{language}: mean logit shift {mean:+.2f}, {changed:.0%} of requests change tier")
     if args.solve:
         print("priors that zero both mean shifts:", solve(classifier))
+        print("weight of a Chinese or Japanese character for F's mean length:", cjk_weight())
 
 
 if __name__ == "__main__":
