@@ -26,7 +26,7 @@ from gateway.routing.features import FEATURE_NAMES, last_user_sample, read_reque
 DATA_DIR = ROOT / "data" / "routing"
 DATA_FILES = ("train.jsonl", "routellm_outcomes.jsonl")
 # Our own labelled prompts of the kinds of work the public data lacks (`data/routing/traffic/README.md`),
-# fitted by the lexicon: the six traffic sets, and probe sets A and B (which chose 1.2's hand-set
+# fitted by the lexicon: the nine traffic sets, and probe sets A and B (which chose 1.2's hand-set
 # weights). Paths relative to DATA_DIR.
 TRAFFIC_FILES = (
     "traffic/engineering.jsonl",
@@ -35,6 +35,9 @@ TRAFFIC_FILES = (
     "traffic/science.jsonl",
     "traffic/content.jsonl",
     "traffic/operations.jsonl",
+    "traffic/healthcare.jsonl",
+    "traffic/commerce.jsonl",
+    "traffic/public.jsonl",
     "probes/a.jsonl",
     "probes/b.jsonl",
 )
@@ -57,6 +60,7 @@ PROBE_SETS = {
     "n": "held out, 20 prompts in each of 8 languages, written naturally; read once, for 1.5's candidates",
     "o": "held out, 8 languages, short hard and long easy requests in each; read once, for 1.6's candidates",
     "p": "held out, English, short hard and long easy requests among them; read once, for 1.7's candidates",
+    "q": "held out, English, short hard and long easy requests among them; read once, for 1.8's candidates",
 }
 WEAK = "mixtral-8x7b-instruct-v0.1"
 STRONG = "gpt-4-1106-preview"

@@ -63,7 +63,7 @@ from gateway.routing import evaluation
 from gateway.routing.features import FEATURE_NAMES
 
 WEIGHTS_PATH = ROOT / "gateway" / "routing" / "weights.json"
-VERSION = "1.5.0"
+VERSION = "1.8.0"
 
 
 def leave_one_source_out(

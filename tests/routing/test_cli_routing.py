@@ -190,6 +190,7 @@ def test_nothing_to_score(tmp_path: Path) -> None:
         "n",
         "o",
         "p",
+        "q",
     ],
 )
 def test_the_probe_sets_are_route_eval_input(name: str) -> None:
