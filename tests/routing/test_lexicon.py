@@ -111,16 +111,18 @@ def test_the_score_adds_the_push_to_the_features_logit(shipped: dict[str, Any]) 
 
 
 def test_the_shipped_lexicon_weighs_what_is_asked_not_who_asks(shipped: dict[str, Any]) -> None:
-    """Pronouns, greetings, LaTeX commands, languages and places, and the words the traffic sets'
-    brief told authors to plant or avoid are left out (`LEXICON_STOP`, `BRIEF_WORDS`, `PLACE_WORDS`
-    and the LaTeX rule in scripts/router_lexicon.py); numbers and code punctuation are the
-    features' business."""
+    """Pronouns, greetings, LaTeX commands, languages and places, other languages' function words,
+    and the words the traffic sets' brief told authors to plant or avoid are left out
+    (`LEXICON_STOP`, `BRIEF_WORDS`, `PLACE_WORDS`, `LANGUAGE_WORDS` and the LaTeX rule in
+    scripts/router_lexicon.py); numbers and code punctuation are the features' business."""
     words = shipped["lexicon"]["words"]
     assert len(words) > 1000
     assert not {"we", "our", "you", "please", "thanks", "the", "frac", "cdot"} & set(words)
     assert not {"prove", "design", "step", "explain", "must", "carefully"} & set(words)
     # Languages and places say where a user is, not how hard the ask is (`PLACE_WORDS`).
     assert not {"english", "german", "germany", "uk", "france", "french", "eu"} & set(words)
+    # Nor the grammar of another language (`LANGUAGE_WORDS`): 1.4 weighed `de` at -2.2.
+    assert not {"de", "en", "para", "pour", "los", "den", "ce", "et", "la", "le"} & set(words)
     assert all(w.replace("'", "").replace("-", "").isalpha() and w == w.lower() for w in words)
     assert words["summarise"] < 0 < words["why"]
 
