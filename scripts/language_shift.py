@@ -64,26 +64,22 @@ def shifts(classifier: ComplexityClassifier, languages: Sequence[str]) -> dict[s
     return result
 
 
+def feature_gaps(languages: Sequence[str], names: Sequence[str]) -> list[float]:
+    """Each named feature's mean over F's translations into `languages` minus its mean over F."""
+    english = [feature_dict(_body(p)) for p in prompts("f").values()]
+    moved = [feature_dict(_body(p)) for language in languages for p in prompts(f"f-{language}").values()]
+    return [float(np.mean([f[name] for f in moved]) - np.mean([f[name] for f in english])) for name in names]
+
+
 def solve(classifier: ComplexityClassifier) -> dict[str, float]:
     """The two priors at which the mean shift over the Latin-script translations, and over the
     other-script ones, are both zero: the logit is linear in both (neither is clipped)."""
     index = {name: classifier.names.index(name) for name in _PRIORS}
     current = {name: classifier.coefficients[i] / classifier.scales[i] for name, i in index.items()}
-    english = prompts("f")
     rows, targets = [], []
     for group in (LATIN, OTHER_SCRIPTS):
-        moved = [prompts(f"f-{language}") for language in group]
         shift = np.mean([s for s, _ in shifts(classifier, group).values()])
-        deltas = [
-            np.mean(
-                [
-                    feature_dict(_body(m[key]))[name] - feature_dict(_body(english[key]))[name]
-                    for m in moved
-                    for key in m
-                ]
-            )
-            for name in _PRIORS
-        ]
+        deltas = feature_gaps(group, _PRIORS)
         rows.append(deltas)
         targets.append(-shift + sum(d * current[n] for d, n in zip(deltas, _PRIORS, strict=True)))
     values = np.linalg.solve(np.array(rows), np.array(targets))  # per raw unit
@@ -93,16 +89,11 @@ def solve(classifier: ComplexityClassifier) -> dict[str, float]:
 def cjk_weight() -> float:
     """`features.CJK_CHAR_WEIGHT` at which F's Chinese and Japanese translations have, pooled, the
     mean `prompt_tokens` of F itself (bisection; the gap grows with the weight)."""
-    english = prompts("f")
-    base = {key: feature_dict(_body(p))["prompt_tokens"] for key, p in english.items()}
-    moved = [prompts(f"f-{language}") for language in ("zh", "ja")]
     shipped, low, high = features.CJK_CHAR_WEIGHT, 1.0, 8.0
     try:
         for _ in range(30):
             features.CJK_CHAR_WEIGHT = (low + high) / 2
-            gap = np.mean(
-                [feature_dict(_body(p))["prompt_tokens"] - base[k] for m in moved for k, p in m.items()]
-            )
+            (gap,) = feature_gaps(("zh", "ja"), ("prompt_tokens",))
             low, high = (features.CJK_CHAR_WEIGHT, high) if gap < 0 else (low, features.CJK_CHAR_WEIGHT)
     finally:
         features.CJK_CHAR_WEIGHT = shipped

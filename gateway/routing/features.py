@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from gateway.routing.languages import CJK_LEADS, foreign_cues
+from gateway.routing.languages import CJK_LEADS, WORD_PUNCTUATION, foreign_cues
 
 FEATURE_NAMES: tuple[str, ...] = (
     "prompt_tokens",  # log1p of approximate tokens in the conversation (not the system prompt) and tools
@@ -75,8 +75,7 @@ CJK_CHAR_WEIGHT = 2.6
 _TYPICAL_CAPITALS = 0.05
 _OTHER_LANGUAGE_SCRIPT = 0.15  # a non-ASCII share from which a message is read as another language
 
-_PUNCTUATION = b'!"#$%&()*+,./:;<=>?@[\\]^`{|}~\r\n\t'
-_TO_SPACE = bytes.maketrans(_PUNCTUATION, b" " * len(_PUNCTUATION))
+_TO_SPACE = bytes.maketrans(WORD_PUNCTUATION, b" " * len(WORD_PUNCTUATION))
 _DIGITS = b"0123456789"
 _ONLY_DIGITS = bytes(c if c in _DIGITS else 32 for c in range(256))  # everything else -> space
 _CAPITALS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -264,7 +263,7 @@ def feature_dict(body: dict[str, Any]) -> dict[str, float]:
     return dict(zip(FEATURE_NAMES, extract_features(body), strict=True))
 
 
-def _split_ask(content: Any, scale: float = 1.0) -> tuple[Any, int]:
+def _split_ask(content: Any, scale: float) -> tuple[Any, int]:
     """The ask of a message, and the characters of a document the user pasted beside it ("Summarize
     this:" and an e-mail, or a log and then "what failed?"): the text after a short first paragraph
     or before a short last one, or every text part after a short first part. The document's length
@@ -342,10 +341,9 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes], 
     non_ascii = 0.0 if len(raw) == len(sample) else 1.0 - len(sample.encode("ascii", "ignore")) / len(sample)
     english = len(user_words & _ENGLISH_WORDS) >= 2
     other_language = not english and non_ascii < 0.3 and len(user_words & OTHER_LANGUAGE_WORDS) >= 2
-    scale = 1.0
-    if non_ascii:
-        cjk = len(raw) - len(raw.translate(None, CJK_LEADS))
-        scale += (CJK_CHAR_WEIGHT - 1.0) * cjk / len(sample)
+    other_script = non_ascii >= _OTHER_LANGUAGE_SCRIPT
+    cjk = len(raw) - len(raw.translate(None, CJK_LEADS)) if non_ascii else 0
+    scale = 1.0 + (CJK_CHAR_WEIGHT - 1.0) * cjk / len(sample) if cjk else 1.0
 
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     runs = set(raw.translate(_ONLY_DIGITS).split()) if digits else set()
@@ -362,8 +360,8 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes], 
     ]
     # Not evidently English (a short request may name too few function words to tell its language
     # by): the same cues in the other languages too. None of their words is an English one.
-    if not english or non_ascii >= _OTHER_LANGUAGE_SCRIPT:
-        counts = [mine + theirs for mine, theirs in zip(counts, foreign_cues(sample), strict=True)]
+    if not english or other_script:
+        counts = [mine + theirs for mine, theirs in zip(counts, foreign_cues(sample, cjk > 0), strict=True)]
     reasoning, expert, routine, sequence, conditionals, quantities, constraints = counts
     lines = b"\n" + raw if multiline else b""
     stops = raw.translate(_ENDS_TO_STOP)
@@ -393,9 +391,7 @@ def _text_cues(sample: str, system_head: str) -> tuple[list[float], set[bytes], 
         math.log1p(stops.count(b". ") + stops.count(b".\n") + (1 if raw else 0)),
         math.log1p(raw.count(b",") + raw.count(b";")),
         # 20 pseudo-letters at a typical 5% keep short and non-Latin prompts near the middle.
-        _TYPICAL_CAPITALS
-        if other_language or non_ascii >= _OTHER_LANGUAGE_SCRIPT
-        else (capitals + 1.0) / (letters + 20.0),
+        _TYPICAL_CAPITALS if other_language or other_script else (capitals + 1.0) / (letters + 20.0),
         non_ascii,
         1.0 if other_language else 0.0,  # Latin script only: other scripts are `non_ascii`'s
     ]

@@ -181,15 +181,18 @@ _PHRASES: dict[str, tuple[tuple[tuple[bytes, bytes], ...], tuple[tuple[str, str]
         "要求|必ず|のみ|しないで|禁止|常に"
     ),
 }
-_PUNCTUATION = b"!\"#$%&()*+,./:;<=>?@[\\]^`{|}~\r\n\t'"
-_TO_SPACE = bytes.maketrans(_PUNCTUATION, b" " * len(_PUNCTUATION))
+# Where `features` splits words; here an apostrophe splits them too.
+WORD_PUNCTUATION = b'!"#$%&()*+,./:;<=>?@[\\]^`{|}~\r\n\t'
+_TO_SPACE = bytes.maketrans(WORD_PUNCTUATION + b"'", b" " * (len(WORD_PUNCTUATION) + 1))
 # A typographic apostrophe, guillemets, German and English curly quotes, Spanish inverted marks.
 _MARKS = tuple(mark.encode() for mark in "\u2019\u00ab\u00bb\u201e\u201c\u201d\u00bf\u00a1")
 
 
-def foreign_cues(sample: str) -> tuple[int, ...]:
-    """Distinct cue words and phrases of each kind in `CUE_KINDS` order, in the eight languages.
-    Apostrophes split words here ("d'abord", "l'analyse"), unlike in English ("don't")."""
+def foreign_cues(sample: str, cjk: bool) -> tuple[int, ...]:
+    """Distinct cue words and phrases of each kind in `CUE_KINDS` order, in the eight languages;
+    the Chinese and Japanese ones only when the sample has their characters (`cjk`, which the
+    caller has counted). Apostrophes split words here ("d'abord", "l'analyse"), unlike in English
+    ("don't")."""
     low = sample.lower()  # unlike bytes.lower(), Cyrillic and accented capitals too
     text = low.encode("utf-8", "replace")
     spaced = text.translate(_TO_SPACE)
@@ -197,7 +200,7 @@ def foreign_cues(sample: str) -> tuple[int, ...]:
         if mark in spaced:
             spaced = spaced.replace(mark, b" ")
     words = set(spaced.split())
-    chars = set(low) if len(text.translate(None, CJK_LEADS)) != len(text) else set()
+    chars = set(low) if cjk else set()
     counts = []
     for kind in CUE_KINDS:
         spaced_phrases, joined_phrases = _PHRASES[kind]

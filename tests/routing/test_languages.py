@@ -85,7 +85,7 @@ def test_english_requests_are_read_as_before(monkeypatch: pytest.MonkeyPatch) ->
         for line in (PROBES / name).read_text(encoding="utf-8").splitlines()
     ]
     with_lists = [features.extract_features(user(row["prompt"])) for row in rows]
-    monkeypatch.setattr(features, "foreign_cues", lambda sample: (0,) * len(languages.CUE_KINDS))
+    monkeypatch.setattr(features, "foreign_cues", lambda sample, cjk: (0,) * len(languages.CUE_KINDS))
     without = [features.extract_features(user(row["prompt"])) for row in rows]
     changed = {row["id"] for row, a, b in zip(rows, with_lists, without, strict=True) if a != b}
     assert changed == {"probe-f:017"}  # "corrige la ortografía y la puntuación por favor..."
