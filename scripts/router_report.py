@@ -5,7 +5,6 @@ Every figure comes from `gateway.routing.evaluation`, the code `tollgate route-e
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,7 +56,11 @@ def report(
             entry["auroc"] = evaluation.auroc(src_labels, src_scores)
             entry["auroc_length_baseline"] = evaluation.auroc(src_labels, src_baseline)
             if bootstrap:
-                entry["gain_over_length_95ci"] = list(bootstrap_gain(src_labels, src_scores, src_baseline))
+                entry["gain_over_length_95ci"] = list(
+                    evaluation.bootstrap_gain(
+                        src_labels, src_scores, src_baseline, seed=SEED, resamples=BOOTSTRAP
+                    )
+                )
         figures["by_source"][source] = entry
     figures["apgr"] = apgr_figures(scorer, outcomes, threshold=threshold)
     maths = [i for i in labelled if i.source == "math500" and i.difficulty is not None]
@@ -125,24 +128,6 @@ def apgr_figures(scorer: Scorer, outcomes: Sequence[Item], *, threshold: float) 
             "quality_at_threshold": evaluation.quality_at(curve, strong_share),
         }
     return out
-
-
-def bootstrap_gain(labels: list[bool], scores: list[float], baseline: list[float]) -> tuple[float, float]:
-    """95% interval of AUROC(scores) - AUROC(baseline) over paired bootstrap resamples (seeded)."""
-    rng = random.Random(SEED)
-    n = len(labels)
-    gains = []
-    for _ in range(BOOTSTRAP):
-        idx = [rng.randrange(n) for _ in range(n)]
-        sample = [labels[k] for k in idx]
-        if all(sample) or not any(sample):
-            continue
-        gains.append(
-            evaluation.auroc(sample, [scores[k] for k in idx])
-            - evaluation.auroc(sample, [baseline[k] for k in idx])
-        )
-    gains.sort()
-    return gains[int(0.025 * len(gains))], gains[int(0.975 * len(gains)) - 1]
 
 
 def print_report(figures: dict[str, Any], *, title: str) -> None:

@@ -20,10 +20,14 @@ Definitions (a higher score means "send to the strong model"):
 - **Accuracy at a threshold**: the share of labelled items where `score >= threshold` agrees with
   the label being `complex`.
 - **Routed share**: the share of items with `score < threshold`, i.e. sent to the cheap tier.
+- **AUROC by pair group**: the AUROC's (complex, simple) pairs split by the source of each side.
+  The overall AUROC is their pair-weighted mean, so it shows which pairs a router wins: those inside
+  one source (difficulty) or those across sources (telling data sets apart).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -56,6 +60,48 @@ def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
         rank_sum += mid_rank * sum(1 for k in order[i : j + 1] if labels[k])
         i = j + 1
     return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def auroc_by_pair_group(
+    labels: Sequence[bool], scores: Sequence[float], groups: Sequence[str]
+) -> dict[tuple[str, str], tuple[int, float]]:
+    """(group of the complex item, group of the simple item) -> (pairs, AUROC over those pairs)."""
+    _same_length(labels, scores)
+    _same_length(labels, groups)
+    out = {}
+    for complex_group in sorted({g for g, label in zip(groups, labels, strict=True) if label}):
+        for simple_group in sorted({g for g, label in zip(groups, labels, strict=True) if not label}):
+            idx = [
+                k
+                for k, (g, label) in enumerate(zip(groups, labels, strict=True))
+                if g == (complex_group if label else simple_group)
+            ]
+            sub = [labels[k] for k in idx]
+            pairs = sum(sub) * (len(sub) - sum(sub))
+            out[complex_group, simple_group] = (pairs, auroc(sub, [scores[k] for k in idx]))
+    return out
+
+
+def bootstrap_gain(
+    labels: Sequence[bool],
+    scores: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    seed: int,
+    resamples: int = 1000,
+) -> tuple[float, float]:
+    """95% interval of AUROC(scores) - AUROC(baseline) over paired bootstrap resamples (seeded)."""
+    rng = random.Random(seed)
+    n = len(labels)
+    gains = []
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        sample = [labels[k] for k in idx]
+        if all(sample) or not any(sample):
+            continue
+        gains.append(auroc(sample, [scores[k] for k in idx]) - auroc(sample, [baseline[k] for k in idx]))
+    gains.sort()
+    return gains[int(0.025 * len(gains))], gains[int(0.975 * len(gains)) - 1]
 
 
 def quality_curve(

@@ -79,3 +79,36 @@ def test_threshold_accuracy_routed_share() -> None:
     assert evaluation.routed_share(scores, 0.7) == 0.5  # a score equal to the threshold goes strong
     assert evaluation.accuracy_at([True, True, False, False], scores, 0.5) == 1.0
     assert evaluation.accuracy_at([False, True, False, True], scores, 0.5) == 0.5
+
+
+def test_auroc_by_pair_group_hand_computed() -> None:
+    # exam: complex 0.9, simple 0.5; chat: complex 0.4, simple 0.1 and 0.6.
+    labels = [True, False, True, False, False]
+    scores = [0.9, 0.5, 0.4, 0.1, 0.6]
+    groups = ["exam", "exam", "chat", "chat", "chat"]
+    split = evaluation.auroc_by_pair_group(labels, scores, groups)
+    assert split == {
+        ("chat", "chat"): (2, 0.5),  # 0.4 beats 0.1, loses to 0.6
+        ("chat", "exam"): (1, 0.0),  # 0.4 below the exam's simple 0.5
+        ("exam", "chat"): (2, 1.0),
+        ("exam", "exam"): (1, 1.0),
+    }
+    # The overall AUROC is the pair-weighted mean of the groups: (1 + 0 + 2 + 1) / 6.
+    pairs = sum(n for n, _ in split.values())
+    assert sum(n * auc for n, auc in split.values()) / pairs == pytest.approx(
+        evaluation.auroc(labels, scores)
+    )
+    assert pairs == 2 * 3
+
+
+def test_bootstrap_gain_brackets_the_observed_gain_and_is_seeded() -> None:
+    labels = [True, False] * 20
+    better = [0.6 + (0.01 * k if label else -0.01 * k) for k, label in enumerate(labels)]
+    worse = [float(k % 7) for k in range(len(labels))]
+    gain = evaluation.auroc(labels, better) - evaluation.auroc(labels, worse)
+    low, high = evaluation.bootstrap_gain(labels, better, worse, seed=1, resamples=200)
+    assert low <= gain <= high
+    assert low > 0
+    assert (low, high) == evaluation.bootstrap_gain(labels, better, worse, seed=1, resamples=200)
+    same = evaluation.bootstrap_gain(labels, worse, worse, seed=1, resamples=50)
+    assert same == (0.0, 0.0)
