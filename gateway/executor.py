@@ -39,8 +39,8 @@ from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChu
 T = TypeVar("T")
 Attempt = Callable[[Adapter, Target], Awaitable[T]]
 Stream = tuple[StreamChunk, AsyncGenerator[StreamChunk, None]]
-# Which models this request may be answered by (a team's data policy); None: any.
-Allow = Callable[[Model], bool] | None
+# Which deployments this request may be answered by (a team's data policy); None: any.
+Allow = Callable[[Model, Deployment], bool] | None
 
 
 class DeadlineExceeded(GatewayError):
@@ -170,12 +170,19 @@ class Executor:
         await self._budget.record_request()
         chain = self._registry.chain(model)
         if self._fleets is not None and prefix is not None:
-            chain = _by_fleet(chain, self._fleets, prefix)
+            ordered = _by_fleet(chain, self._fleets, prefix)
+            if not any(allow is None or allow(m, d) for m, d in ordered):
+                # Spilling would leave this request nowhere to go (no fallbacks, or none its team's
+                # data policy allows): it queues on the fleet instead.
+                ordered = _by_fleet(chain, self._fleets, prefix, spill=False)
+            chain = ordered
         first = chain[0][1]
         error: ProviderError | None = None
         larger_than = 0
         for candidate, deployment in chain:
-            if candidate.context_window <= larger_than or (allow is not None and not allow(candidate)):
+            if candidate.context_window <= larger_than:
+                continue
+            if allow is not None and not allow(candidate, deployment):
                 continue
             if not await self._breakers.allow(deployment.key):
                 continue
@@ -191,6 +198,10 @@ class Executor:
                 error = exc
         if error is not None:
             raise error
+        if allow is not None and not any(allow(m, d) for m, d in chain):
+            raise NoDeployment(
+                f"no deployment of '{model.name}' or its fallbacks is one this team's data policy allows"
+            )
         raise NoDeployment(
             f"every deployment of '{model.name}' is unavailable (circuit open); try again shortly"
         )
@@ -294,7 +305,7 @@ class Executor:
 
 
 def _by_fleet(
-    chain: list[tuple[Model, Deployment]], fleets: Fleets, prefix: str
+    chain: list[tuple[Model, Deployment]], fleets: Fleets, prefix: str, *, spill: bool = True
 ) -> list[tuple[Model, Deployment]]:
     """Each fleet-served model's deployments in the fleet's order (or none, when it spills)."""
     ordered: list[tuple[Model, Deployment]] = []
@@ -302,7 +313,7 @@ def _by_fleet(
     for model, deployment in chain:
         if model.name in done:
             continue
-        order = fleets.order(model, prefix)
+        order = fleets.order(model, prefix, spill=spill)
         if order is None:
             ordered.append((model, deployment))
             continue

@@ -31,7 +31,7 @@ class Fleets:
             replicas = []
             for deployment in spec.deployments:
                 provider = config.providers[deployment.provider]
-                if isinstance(provider, OpenAICompatibleProvider):
+                if isinstance(provider, OpenAICompatibleProvider) and provider.on_premises:
                     root = provider.base_url.rstrip("/").removesuffix("/v1")
                     replica = Replica(deployment.provider, root, capacity=spec.fleet.max_num_seqs)
                     replicas.append(replica)
@@ -60,24 +60,29 @@ class Fleets:
             await self._probes.aclose()
             self._probes = None
 
-    def order(self, model: Model, prefix: str) -> list[Deployment] | None:
-        """This model's deployments in the order to try them; [] to spill past them; None when the
-        model has no fleet (its configured order stands)."""
+    def order(self, model: Model, prefix: str, *, spill: bool = True) -> list[Deployment] | None:
+        """This model's deployments in the order to try them: its healthy replicas best first, then
+        its deployments that are not replicas (a managed copy of the same model), alone when the
+        fleet spills (only if `spill`). None when the model has no fleet (its configured order stands)."""
         entry = self._fleets.get(model.name)
         if entry is None:
             return None
         fleet, spec = entry
-        if spec.spillover is not None and should_spill(
-            fleet,
-            max_queue=spec.spillover.max_queue,
-            ttft_target_ms=spec.spillover.ttft_target_ms,
-            resume_ratio=spec.spillover.resume_ratio,
+        others = [d for d in model.deployments if d.target.provider not in self._replicas]
+        if (
+            spill
+            and spec.spillover is not None
+            and should_spill(
+                fleet,
+                max_queue=spec.spillover.max_queue,
+                ttft_target_ms=spec.spillover.ttft_target_ms,
+                resume_ratio=spec.spillover.resume_ratio,
+            )
         ):
-            return []
+            return others
         by_provider = {d.target.provider: d for d in model.deployments}
-        return [
-            by_provider[r.name] for r in rank(fleet, prefix, affinity=spec.affinity) if r.name in by_provider
-        ]
+        ranked = rank(fleet, prefix, affinity=spec.affinity)
+        return [*(by_provider[r.name] for r in ranked if r.name in by_provider), *others]
 
     @contextlib.contextmanager
     def lease(self, deployment: Deployment) -> Iterator[Any]:

@@ -15,6 +15,8 @@ from providers.types import Target
 class Deployment:
     target: Target
     price: Price | None
+    # On infrastructure the operator runs (the provider's `self_hosted`): where `local-only` data may go.
+    self_hosted: bool = False
 
     @property
     def key(self) -> str:
@@ -56,6 +58,7 @@ class ModelRegistry:
                     Deployment(
                         target=Target(provider=d.provider, upstream_model=d.model),
                         price=_price(config, prices, d, default=default_price, public=name),
+                        self_hosted=_on_premises(config, d.provider),
                     )
                     for d in deployments
                 ),
@@ -78,9 +81,18 @@ class ModelRegistry:
         models = [model, *(self._models[name] for name in model.fallbacks)]
         return [(m, d) for m in models for d in m.deployments]
 
+    def self_hosted(self, model: Model) -> bool:
+        """Whether this model, or a model it falls back to, has a self-hosted deployment."""
+        return any(d.self_hosted for _, d in self.chain(model))
+
     def public_names(self) -> list[tuple[str, Model]]:
         """Every name a client may ask for: the models, then the aliases."""
         return [*self._models.items(), *((a, self._models[t]) for a, t in self.aliases.items())]
+
+
+def _on_premises(config: Config, provider: str) -> bool:
+    spec = config.providers.get(provider)
+    return spec is not None and spec.on_premises
 
 
 def _price(

@@ -3,7 +3,9 @@ first model answers, with the rest of the tier and the tiers above as its fallba
 names bypass the classifier; `x-tollgate-tier` forces a tier when the team may use it.
 
 Hard constraints come before cost: a model whose context window cannot hold the prompt and the
-requested output is skipped, and so is one outside the team's data policy (see `PolicyGate`).
+requested output is skipped, and so is a deployment outside the team's data policy (a `local-only`
+team is routed to the first tier whose models are all self-hosted, and the executor never tries a
+deployment that is not; see `Admitted.allows`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from gateway.routing.classifier import ComplexityClassifier
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
-LOCAL_TIER = "local"
 _BYTES_PER_TOKEN = 4
 
 
@@ -51,11 +52,17 @@ class Router:
                 raise InvalidRequest(
                     f"unknown tier '{forced}'; tiers: {', '.join(self._order)}", param=TIER_HEADER
                 )
+            may_force = team.allow_forced_tier if team is not None else None
+            if not (self._config.allow_forced_tier if may_force is None else may_force):
+                raise PermissionDenied(
+                    f"forcing a tier with {TIER_HEADER} is turned off for this team",
+                    code="tier_forcing_disabled",
+                )
             if team is not None and team.allowed_tiers is not None and forced not in team.allowed_tiers:
                 raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
             return Route(self._tier_model(forced, chat), forced, f"forced by {TIER_HEADER}")
         if team is not None and team.data_policy == "local-only":
-            local = [t for t in self._order if all(self._is_local(m) for m in self._tiers[t].models)]
+            local = [t for t in self._order if all(self._self_hosted(m) for m in self._tiers[t].models)]
             if local:
                 return Route(self._tier_model(local[0], chat), local[0], "data policy: local-only")
         assessment = self._classifier.assess(chat.body)
@@ -69,9 +76,9 @@ class Router:
         )
         return Route(self._tier_model(tier, chat), tier, reason[:256], assessment.score)
 
-    def _is_local(self, name: str) -> bool:
+    def _self_hosted(self, name: str) -> bool:
         model = self._registry.resolve(name)
-        return model is not None and model.tier == LOCAL_TIER
+        return model is not None and any(d.self_hosted for d in model.deployments)
 
     def _tier_model(self, tier: str, chat: ChatRequest) -> Model:
         """The tier's first model that can hold the request, falling back through the rest of the tier

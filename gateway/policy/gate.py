@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import Config, TeamCacheConfig, TeamConfig
-from gateway.models import Model, ModelRegistry
+from gateway.models import Deployment, Model, ModelRegistry
 from gateway.policy.budgets import DAY, MONTH, Budget, Budgets, Reservation
 from gateway.policy.limits import Admission, Limit, RateLimits
 from gateway.policy.principal import PermissionDenied, Principal
@@ -17,7 +17,6 @@ from pricing.cost import cost_breakdown
 from pricing.money import usd_to_nano
 from providers.types import ChatRequest
 
-LOCAL_TIER = "local"
 _DEFAULT_CACHE = TeamCacheConfig()
 # Output a request may produce when it sets no max_tokens, for its worst-case cost.
 DEFAULT_MAX_OUTPUT = 4096
@@ -36,9 +35,10 @@ class Admitted:
     flags: list[str] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
 
-    def allows(self, model: Model) -> bool:
-        """Whether a model may answer: a `local-only` team never leaves the self-hosted fleet."""
-        return not self.local_only or model.tier == LOCAL_TIER
+    def allows(self, model: Model, deployment: Deployment) -> bool:
+        """Whether this deployment may answer: a `local-only` team's requests go only to self-hosted
+        ones, whatever the model's tier (a `local` model may also have a managed-cloud deployment)."""
+        return not self.local_only or deployment.self_hosted
 
 
 class PolicyGate:
@@ -72,7 +72,7 @@ class PolicyGate:
             local_only=team is not None and team.data_policy == "local-only",
         )
         self._check_model(chat.model, model, team, key.allowed_models if key else None, principal)
-        if admitted.local_only and not any(m.tier == LOCAL_TIER for m, _ in self._registry.chain(model)):
+        if admitted.local_only and not self._registry.self_hosted(model):
             raise PermissionDenied(
                 f"team '{principal.team}' keeps its data on the self-hosted fleet, "
                 f"which does not serve '{chat.model}'",

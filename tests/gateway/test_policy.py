@@ -12,8 +12,10 @@ import httpx
 import pytest
 
 from gateway.config import Config
+from gateway.config_loader import build_config
+from gateway.sandbox_launcher import free_port
 from sandbox.server import SandboxServer
-from tests.conftest import gateway_config
+from tests.conftest import PRICE, gateway_config, gateway_settings
 from tests.harness import GatewayServer
 from tests.services import require_redis
 
@@ -109,6 +111,58 @@ def test_models_tiers_and_data_policy(
         seen = httpx.get(openai_upstream.base_url + "/_sandbox/requests").json()
         assert '"temperature":0.2' in seen[-1]["body"].replace(" ", "")
         assert server.ledger_row(capped.headers["x-request-id"])["flags"] == "temperature_capped:0.2"
+
+
+def test_local_only_never_reaches_a_managed_deployment_of_a_local_model(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    """A `local`-tier model may also have a managed-cloud copy (tollgate.example.yaml's Llama on
+    Together). Its self-hosted replica down, a local-only team gets an error; any other team gets
+    the managed copy. What the managed upstream saw is the proof."""
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        auth={"admin_key": ADMIN},
+        teams={"private": {"data_policy": "local-only"}, "open": {}},
+    )
+    settings["providers"]["down-vllm"] = {"type": "vllm", "base_url": f"http://127.0.0.1:{free_port()}/v1"}
+    settings["providers"]["on-prem"] = {
+        "type": "openai_compatible",
+        "base_url": vllm_upstream.base_url + "/v1",
+        "self_hosted": True,
+    }
+    settings["models"]["mixed"] = {
+        "tier": "local",
+        "price": PRICE,
+        "deployments": [
+            {"provider": "down-vllm", "model": "llama"},
+            {"provider": "openai", "model": "gpt-4o-mini"},
+        ],
+    }
+    settings["models"]["on-prem-llama"] = {"provider": "on-prem", "upstream_model": "llama", "price": PRICE}
+    config = build_config(settings, source="test", environ={})
+    with GatewayServer(config) as server:
+        private, open_ = new_key(server, "private"), new_key(server, "open")
+        secret = f"private-{uuid.uuid4().hex}"
+        kept = httpx.post(
+            server.base_url + "/v1/chat/completions",
+            json={"model": "mixed", "messages": [{"role": "user", "content": secret}]},
+            headers={"authorization": f"Bearer {private}"},
+            timeout=30,
+        )
+        assert kept.status_code in (502, 503), kept.text
+        assert set(kept.json()["error"]) >= {"message", "type", "code"}
+        seen = httpx.get(openai_upstream.base_url + "/_sandbox/requests").json()
+        assert not any(secret in call["body"] for call in seen)
+        row = server.ledger_row(kept.headers["x-request-id"])
+        assert row["status"] == kept.status_code and row["provider"] != "openai"
+
+        served = chat(server.base_url, open_, model="mixed")
+        assert served.status_code == 200
+        assert server.ledger_row(served.headers["x-request-id"])["provider"] == "openai"
+        # A provider marked self_hosted (an on-premises OpenAI-compatible server) is allowed.
+        assert chat(server.base_url, private, model="on-prem-llama").status_code == 200
 
 
 @pytest.mark.parametrize("replicas", [1, pytest.param(2, marks=pytest.mark.redis)])

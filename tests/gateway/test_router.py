@@ -98,7 +98,11 @@ def test_models_list_offers_auto(routed: GatewayServer) -> None:
 def test_team_policy_limits_the_tiers(
     sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
 ) -> None:
-    teams = {"private": {"data_policy": "local-only"}, "thrifty": {"allowed_tiers": ["local", "standard"]}}
+    teams = {
+        "private": {"data_policy": "local-only"},
+        "thrifty": {"allowed_tiers": ["local", "standard"]},
+        "fixed": {"allow_forced_tier": False},
+    }
     config = gateway_config(
         sqlite_url,
         openai_upstream.base_url,
@@ -110,10 +114,37 @@ def test_team_policy_limits_the_tiers(
     with GatewayServer(config) as server:
         private, _ = server.call(server.runtime.keys.create("private", "p"))
         thrifty, _ = server.call(server.runtime.keys.create("thrifty", "t"))
+        fixed, _ = server.call(server.runtime.keys.create("fixed", "f"))
         local_only = ask(server, HARD, authorization=f"Bearer {private}")
         assert local_only.status_code == 200 and local_only.headers["x-tollgate-tier"] == "local"
         refused = ask(server, EASY, authorization=f"Bearer {thrifty}", **{"x-tollgate-tier": "frontier"})
         assert refused.status_code == 403 and refused.json()["error"]["code"] == "tier_not_allowed"
+        # This team may not force a tier at all, even one it may be routed to.
+        unforced = ask(server, EASY, authorization=f"Bearer {fixed}", **{"x-tollgate-tier": "local"})
+        assert unforced.status_code == 403 and unforced.json()["error"]["code"] == "tier_forcing_disabled"
+        assert server.ledger_row(unforced.headers["x-request-id"])["status"] == 403
+        assert ask(server, EASY, authorization=f"Bearer {fixed}").status_code == 200
+
+
+def test_forcing_a_tier_can_be_turned_off_for_the_gateway(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    teams = {"trusted": {"allow_forced_tier": True}, "other": {}}
+    config = gateway_config(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        routing={**ROUTING, "allow_forced_tier": False},
+        teams=teams,
+        auth={"admin_key": "adm"},
+    )
+    with GatewayServer(config) as server:
+        trusted, _ = server.call(server.runtime.keys.create("trusted", "t"))
+        other, _ = server.call(server.runtime.keys.create("other", "o"))
+        refused = ask(server, EASY, authorization=f"Bearer {other}", **{"x-tollgate-tier": "frontier"})
+        assert refused.status_code == 403 and refused.json()["error"]["type"] == "permission_error"
+        forced = ask(server, EASY, authorization=f"Bearer {trusted}", **{"x-tollgate-tier": "frontier"})
+        assert forced.status_code == 200 and forced.headers["x-tollgate-tier"] == "frontier"
 
 
 class _SlowModel:

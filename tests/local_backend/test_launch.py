@@ -164,6 +164,8 @@ models:
     context_window: 16384
     deployments:
       - {provider: vllm-a, model: llama-3.1-8b-instruct, gpu: {gpu_hour_usd: 2, gpus: 2, input_tokens_per_second: 9000, output_tokens_per_second: 1500}}
+      # A managed copy of the same model: not a replica, so --replica counts past it.
+      - {provider: openai, model: meta-llama/Llama-3.1-8B-Instruct-Turbo}
       - {provider: vllm-b, model: llama-3.1-8b-instruct}
     fleet: {max_num_seqs: 128}
     launch:
@@ -219,7 +221,8 @@ def test_flags_override_the_config_and_replica_picks_the_port(config_file: str) 
     )  # fmt: skip
     assert code == 0
     argv = argv_of(out)
-    assert argv[argv.index("--port") + 1] == "8002"  # vllm-b's URL
+    assert argv[argv.index("--port") + 1] == "8002"  # vllm-b's URL: the second self-hosted deployment
+    assert argv[2] == "/models/Llama-3.1-8B-Instruct"
     assert argv[argv.index("--max-model-len") + 1] == "8192"
     assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.7"
     assert "--no-enable-prefix-caching" in argv
@@ -246,7 +249,7 @@ def test_managed_models_and_missing_replicas_are_refused(config_file: str) -> No
     assert "not self-hosted" in err
     code, _, err = run("launch-cmd", "llama-local", "--config", config_file, "--replica", "2")
     assert code == 2
-    assert "--replica 2" in err
+    assert "2 self-hosted deployment(s); --replica 2" in err
 
 
 def test_an_unconfigured_model_falls_back_to_flags_and_says_so(config_file: str) -> None:

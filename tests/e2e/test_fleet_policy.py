@@ -1,0 +1,110 @@
+"""Spillover meets the data policy: when every replica's queue is deep, ordinary work overflows to
+the managed fallback, but a `local-only` team's request waits its turn on the fleet, and so does a
+request for a fleet model that has nowhere else to go."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import httpx
+import pytest
+
+from gateway.config_loader import build_config
+from sandbox.config import SandboxConfig
+from sandbox.server import SandboxServer
+from tests.conftest import PRICE, gateway_settings
+from tests.e2e.test_fleet import body, calls, queued
+from tests.harness import GatewayServer
+
+REPLICAS = ("gpu0", "gpu1")
+FLEET = {"scrape_interval_seconds": 0.05, "max_num_seqs": 2, "spillover": {"max_queue": 2}}
+
+
+@pytest.fixture(scope="module")
+def replicas() -> Iterator[dict[str, SandboxServer]]:
+    with ExitStack() as stack:
+        yield {
+            name: stack.enter_context(
+                SandboxServer(SandboxConfig(dialect="vllm", profile="local", max_num_seqs=2, seed=i))
+            )
+            for i, name in enumerate(REPLICAS)
+        }
+
+
+def test_a_full_fleet_spills_ordinary_work_but_not_local_only_work(
+    replicas: dict[str, SandboxServer],
+    sqlite_url: str,
+    openai_upstream: SandboxServer,
+    vllm_upstream: SandboxServer,
+) -> None:
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        auth={"admin_key": "adm"},
+        teams={"private": {"data_policy": "local-only"}, "open": {}},
+    )
+    settings["providers"].update(
+        {name: {"type": "vllm", "base_url": server.base_url + "/v1"} for name, server in replicas.items()}
+    )
+    deployments = [{"provider": name, "model": "llama"} for name in REPLICAS]
+    local_price = {"input_per_mtok": "0.06", "output_per_mtok": "0.06"}
+    settings["models"]["llama-fleet"] = {
+        "tier": "local",
+        "deployments": deployments,
+        "price": local_price,
+        "fallbacks": ["gpt-4o-mini"],
+        "fleet": FLEET,
+    }
+    settings["models"]["solo-fleet"] = {
+        "tier": "local",
+        "deployments": deployments,
+        "price": local_price,
+        "fleet": FLEET,
+    }
+    settings["models"]["gpt-4o-mini"]["price"] = PRICE
+    slow = {"model": "llama", "max_tokens": 300, "messages": [{"role": "user", "content": "a long story"}]}
+
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        private, _ = server.call(server.runtime.keys.create("private", "p"))
+        open_, _ = server.call(server.runtime.keys.create("open", "o"))
+
+        async def scenario() -> dict[str, httpx.Response]:
+            async with httpx.AsyncClient(timeout=60) as direct:
+                busy = [
+                    asyncio.create_task(direct.post(s.base_url + "/v1/chat/completions", json=slow))
+                    for s in replicas.values()
+                    for _ in range(6)
+                ]
+                await queued(direct, list(replicas.values()), 4)
+                async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as gw:
+
+                    def ask(key: str, payload: dict[str, object]) -> asyncio.Task[httpx.Response]:
+                        headers = {"authorization": f"Bearer {key}"}
+                        return asyncio.create_task(
+                            gw.post("/v1/chat/completions", json=payload, headers=headers)
+                        )
+
+                    answers = {
+                        "open": ask(open_, body("open team", "hi")),
+                        "private": ask(private, body("private team secret-7f3a", "hi")),
+                        "solo": ask(open_, {**body("solo", "hi"), "model": "solo-fleet"}),
+                    }
+                    done = {name: await task for name, task in answers.items()}
+                await asyncio.gather(*busy)
+                return done
+
+        answers = asyncio.run(scenario())
+        assert answers["open"].status_code == 200
+        assert answers["open"].headers["x-tollgate-model"] == "gpt-4o-mini", "ordinary work spills"
+        private_answer, solo = answers["private"], answers["solo"]
+        assert private_answer.status_code == 200, private_answer.text
+        assert private_answer.headers["x-tollgate-model"] == "llama-fleet", (
+            "local-only work waits on the fleet"
+        )
+        assert server.ledger_row(private_answer.headers["x-request-id"])["provider"] in REPLICAS
+        assert not any("secret-7f3a" in c["body"] for c in calls(openai_upstream))
+        assert solo.status_code == 200, solo.text
+        assert solo.headers["x-tollgate-model"] == "solo-fleet", "no fallback: it queues instead of failing"
