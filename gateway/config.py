@@ -229,6 +229,10 @@ class ModelConfig(Strict):
     fleet: FleetConfig | None = None
     # How to start its vLLM server(s): `tollgate local launch-cmd MODEL`.
     launch: LaunchConfig | None = None
+    # Everything it can serve of tools, json_schema and vision; `auto` never routes a request that
+    # uses one to a model without it. Unset: LiteLLM's table says, and a model it does not know is
+    # assumed able (say it for a self-hosted model: what its weights and vLLM flags allow).
+    capabilities: tuple[Literal["tools", "json_schema", "vision"], ...] | None = None
 
     @model_validator(mode="after")
     def _one_way_to_say_where(self) -> ModelConfig:
@@ -331,10 +335,14 @@ class StateConfig(Strict):
 
 
 class RoutingTier(Strict):
-    """A tier of the router: its models in order of preference (the first healthy one answers)."""
+    """A tier of the router and its models. With `order: price` (the default) the cheapest model
+    for each request answers first; with `listed`, the first listed; either way the rest follow
+    as fallbacks, and a model whose circuit is open, whose context window is too small or that
+    lacks what the request uses (tools, a JSON schema, images) is passed over."""
 
     name: str
     models: tuple[str, ...] = Field(min_length=1)
+    order: Literal["price", "listed"] = "price"
 
 
 class RoutingConfig(Strict):

@@ -61,6 +61,8 @@ def embedded_config(environ: Mapping[str, str], sandbox_urls: Mapping[str, str])
                 "context_window": 32_768,
                 # One L4 at about $0.80/h serving about 4,000 tokens/s: roughly $0.06 per million.
                 "price": {"input_per_mtok": "0.06", "output_per_mtok": "0.06"},
+                # Text only: `auto` sends requests with images to a managed tier.
+                "capabilities": ["tools", "json_schema"],
             },
         },
         "aliases": {"fast": LOCAL_MODEL, "smart": "gpt-4o"},

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from gateway.capabilities import lacking
 from gateway.config import Config, DeploymentConfig
 from pricing.book import PriceBook
 from pricing.catalog import PriceCatalog
@@ -33,6 +35,8 @@ class Model:
     owned_by: str
     fallbacks: tuple[str, ...] = ()
     deadline_seconds: float | None = None
+    # Of tools, json_schema and vision, what it is known not to serve (see `gateway.capabilities`).
+    lacks: frozenset[str] = frozenset()
 
 
 class ModelRegistry:
@@ -65,6 +69,10 @@ class ModelRegistry:
                 owned_by=deployments[0].provider,
                 fallbacks=spec.fallbacks,
                 deadline_seconds=spec.deadline_seconds,
+                lacks=lacking(
+                    spec.capabilities,
+                    (_table_entry(config, prices, d) for d in deployments) if prices is not None else (),
+                ),
             )
         self._lookup = dict(self._models)
         for alias, target in config.aliases.items():
@@ -88,6 +96,11 @@ class ModelRegistry:
     def public_names(self) -> list[tuple[str, Model]]:
         """Every name a client may ask for: the models, then the aliases."""
         return [*self._models.items(), *((a, self._models[t]) for a, t in self.aliases.items())]
+
+
+def _table_entry(config: Config, prices: PriceBook, deployment: DeploymentConfig) -> dict[str, Any] | None:
+    spec = config.providers.get(deployment.provider)
+    return prices.catalog.entry(deployment.model, provider=spec.type if spec is not None else None)
 
 
 def _on_premises(config: Config, provider: str) -> bool:

@@ -1,27 +1,35 @@
 """Complexity routing: for the public model `auto`, the classifier's score picks a tier and the tier's
-first model answers, with the rest of the tier and the tiers above as its fallbacks. Explicit model
-names bypass the classifier; `x-tollgate-tier` forces a tier when the team may use it.
+cheapest model for the request answers (or its first listed, with `order: listed`), with the rest of
+the tier and the tiers above as its fallbacks. Explicit model names bypass the classifier;
+`x-tollgate-tier` forces a tier when the gateway and the team allow it.
 
 Hard constraints come before cost: a model whose context window cannot hold the prompt and the
-requested output is skipped, and so is a deployment outside the team's data policy (a `local-only`
-team is routed to the first tier whose models are all self-hosted, and the executor never tries a
-deployment that is not; see `Admitted.allows`).
+requested output is skipped, so is one that lacks what the request uses (tools, a JSON schema,
+images: `gateway.capabilities`), and so is a deployment outside the team's data policy (a
+`local-only` team is routed to the first tier whose models are all self-hosted, and the executor
+never tries a deployment that is not; see `Admitted.allows`). Health and load come after: the
+executor passes over open circuits, and a fleet orders its replicas by load (`gateway.fleets`).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass, replace
 
+from gateway.capabilities import needs
 from gateway.config import RoutingConfig, TeamConfig
 from gateway.errors import InvalidRequest
 from gateway.models import Model, ModelRegistry
 from gateway.policy.principal import PermissionDenied
 from gateway.routing.classifier import ComplexityClassifier
+from pricing.cost import cost_breakdown
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
 _BYTES_PER_TOKEN = 4
+# Output tokens a request that sets no max_tokens is priced at when ranking a tier's models.
+_TYPICAL_OUTPUT = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +68,13 @@ class Router:
                 )
             if team is not None and team.allowed_tiers is not None and forced not in team.allowed_tiers:
                 raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
-            return Route(self._tier_model(forced, chat), forced, f"forced by {TIER_HEADER}")
+            model, note = self._tier_model(forced, chat)
+            return Route(model, forced, f"forced by {TIER_HEADER}{note}")
         if team is not None and team.data_policy == "local-only":
             local = [t for t in self._order if all(self._self_hosted(m) for m in self._tiers[t].models)]
             if local:
-                return Route(self._tier_model(local[0], chat), local[0], "data policy: local-only")
+                model, note = self._tier_model(local[0], chat)
+                return Route(model, local[0], f"data policy: local-only{note}")
         assessment = self._classifier.assess(chat.body)
         thresholds = (team.routing_thresholds if team and team.routing_thresholds is not None else None) or (
             self._config.thresholds
@@ -74,32 +84,68 @@ class Router:
         reason = f"score {assessment.score:.2f} -> {tier}" + (
             f" ({assessment.reason()})" if assessment.reasons else ""
         )
-        return Route(self._tier_model(tier, chat), tier, reason[:256], assessment.score)
+        model, note = self._tier_model(tier, chat)
+        if note:
+            reason = f"score {assessment.score:.2f} -> {tier}{note}"
+        return Route(model, tier, reason[:256], assessment.score)
 
     def _self_hosted(self, name: str) -> bool:
         model = self._registry.resolve(name)
         return model is not None and any(d.self_hosted for d in model.deployments)
 
-    def _tier_model(self, tier: str, chat: ChatRequest) -> Model:
-        """The tier's first model that can hold the request, falling back through the rest of the tier
-        and then the tiers above it."""
+    def _tier_model(self, tier: str, chat: ChatRequest) -> tuple[Model, str]:
+        """The tier's best model that can serve the request, falling back through the rest of the
+        tier and then the tiers above it; and a note for the reason when a need skipped a model."""
         start = self._order.index(tier)
-        names = [name for t in self._order[start:] for name in self._tiers[t].models]
-        need = len(chat.raw) // _BYTES_PER_TOKEN + _requested_output(chat)
-        fitting = [name for name in names if (m := self._registry.resolve(name)) and m.context_window >= need]
+        output = _requested_output(chat)
+        need = len(chat.raw) // _BYTES_PER_TOKEN + output
+        models = [
+            m for t in self._order[start:] for m in self._ranked(t, need - output, output or _TYPICAL_OUTPUT)
+        ]
+        fitting = [m for m in models if m.context_window >= need]
         if not fitting:
             raise InvalidRequest(
                 f"no model in tier '{tier}' or above has a context window for about {need} tokens",
                 code="context_length_exceeded",
             )
-        first = self._registry.resolve(fitting[0])
-        assert first is not None
-        # The chain the executor walks: this model, then every other fitting model, in tier order.
+        uses = needs(chat.body)
+        able = [m for m in fitting if not m.lacks & uses]
+        if not able:
+            raise InvalidRequest(
+                f"no model in tier '{tier}' or above serves a request with {' and '.join(sorted(uses))}",
+                code="unsupported_capability",
+            )
+        first = able[0]
+        # The chain the executor walks: this model, then every other able model, tier by tier.
         # It answers as the routing tier, which is what the client and the ledger are told.
         routed_tier = tier if first.name in self._tiers[tier].models else first.tier
-        return replace(
-            first, tier=routed_tier, fallbacks=tuple(dict.fromkeys((*first.fallbacks, *fitting[1:])))
-        )
+        chain = [
+            name
+            for name in dict.fromkeys((*first.fallbacks, *(m.name for m in able[1:])))
+            if (m := self._registry.resolve(name)) is not None and not m.lacks & uses
+        ]
+        skipped = len(able) < len(fitting) and fitting.index(first) > 0
+        note = f"; needs {' and '.join(sorted(uses))}" if skipped else ""
+        return replace(first, tier=routed_tier, fallbacks=tuple(chain)), note
+
+    def _ranked(self, tier: str, prompt_tokens: int, output_tokens: int) -> list[Model]:
+        """The tier's models, cheapest for this request first (ties and `order: listed` keep the
+        configured order); a model without a known price goes last."""
+        models = [m for name in self._tiers[tier].models if (m := self._registry.resolve(name)) is not None]
+        if self._tiers[tier].order == "listed":
+            return models
+
+        def cost(model: Model) -> float:
+            costs = [
+                cost_breakdown(
+                    d.price, prompt_tokens=prompt_tokens, completion_tokens=output_tokens
+                ).total_nano
+                for d in model.deployments
+                if d.price is not None
+            ]
+            return min(costs, default=math.inf)
+
+        return sorted(models, key=cost)
 
 
 def _requested_output(chat: ChatRequest) -> int:

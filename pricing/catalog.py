@@ -95,6 +95,12 @@ class PriceCatalog:
             self._prices[key] = to_price(key, entry) if isinstance(entry, dict) else None
         return self._prices[key]
 
+    def entry(self, model: str, *, provider: str | None = None) -> dict[str, Any] | None:
+        """The table's whole entry for `model` (capability flags and all), or None when unknown."""
+        key = self.resolve(model, provider=provider)
+        entry = self._entries.get(key) if key else None
+        return entry if isinstance(entry, dict) else None
+
     def context_window(self, model: str, *, provider: str | None = None) -> int | None:
         return self._int_field(model, provider, "max_input_tokens")
 

@@ -1,0 +1,126 @@
+"""Inside a tier: a request that uses tools, a JSON schema or images goes only to a model that
+serves them, and the cheapest able model answers first (unless the tier says `order: listed`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.capabilities import lacking, needs
+from gateway.config_loader import build_config
+from gateway.models import ModelRegistry
+from pricing.book import PriceBook
+from pricing.catalog import PriceCatalog
+from sandbox.server import SandboxServer
+from tests.conftest import PRICE, gateway_config, gateway_settings
+from tests.harness import GatewayServer
+
+CHEAP = {"input_per_mtok": "0.15", "output_per_mtok": "0.60"}
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+LOOK = [{"role": "user", "content": [{"type": "text", "text": "hi, what is this?"}, IMAGE]}]
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+EASY = [{"role": "user", "content": "hi there"}]
+
+
+def test_needs_reads_tools_schemas_and_images() -> None:
+    assert needs({"messages": EASY}) == frozenset()
+    assert needs({"messages": EASY, "tools": [TOOL]}) == {"tools"}
+    assert needs({"messages": EASY, "tools": []}) == frozenset()
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
+    assert needs({"messages": EASY, "response_format": schema}) == {"json_schema"}
+    assert needs({"messages": EASY, "response_format": {"type": "json_object"}}) == frozenset()
+    assert needs({"messages": LOOK}) == {"vision"}
+    assert needs({"messages": [None, {"content": [None, "x"]}], "response_format": "json"}) == frozenset()
+
+
+def test_lacking_comes_from_the_config_else_from_an_explicit_no_in_the_table() -> None:
+    assert lacking(("tools", "json_schema"), [{"supports_vision": True}]) == {"vision"}
+    assert lacking(None, [{"supports_vision": False, "supports_function_calling": True}]) == {"vision"}
+    assert lacking(None, [None, {"litellm_provider": "x"}]) == frozenset()  # unknown: assumed able
+
+
+def test_the_registry_reads_capabilities_from_litellms_table(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    config = gateway_config(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
+    table = {
+        "gpt-4o-mini": {"supports_vision": True, "supports_function_calling": True},
+        "meta-llama/Llama-3.1-8B-Instruct": {"supports_vision": False},
+    }
+    registry = ModelRegistry(config, prices=PriceBook(PriceCatalog(table, version="test")))
+    assert registry.resolve("gpt-4o-mini").lacks == frozenset()  # type: ignore[union-attr]
+    assert registry.resolve("llama").lacks == {"vision"}  # type: ignore[union-attr]
+    assert registry.resolve("ghost").lacks == frozenset()  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> Iterator[GatewayServer]:
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        routing={
+            "tiers": [
+                {"name": "local", "models": ["llama"]},
+                {"name": "standard", "models": ["pricey", "gpt-4o-mini"]},
+                {"name": "listed", "models": ["pricey", "gpt-4o-mini"], "order": "listed"},
+            ],
+            "thresholds": [0.17, 0.6],
+        },
+    )
+    models = settings["models"]
+    models["llama"]["capabilities"] = ["tools", "json_schema"]  # a text-only model on vLLM
+    models["gpt-4o-mini"]["price"] = CHEAP
+    models["pricey"] = {"provider": "openai", "upstream_model": "gpt-4o-mini", "price": PRICE}
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        yield server
+
+
+def ask(server: GatewayServer, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
+    headers = extra.pop("headers", {})
+    body = {"model": "auto", "messages": messages, **extra}
+    return httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=20)
+
+
+def test_an_image_skips_the_text_only_model_and_the_reason_says_why(gateway: GatewayServer) -> None:
+    text, image = ask(gateway, EASY), ask(gateway, LOOK)
+    assert text.status_code == image.status_code == 200
+    assert text.headers["x-tollgate-model"] == "llama"
+    assert image.headers["x-tollgate-model"] == "gpt-4o-mini"
+    row = gateway.ledger_row(image.headers["x-request-id"])
+    assert row["model"] == "gpt-4o-mini" and row["route_reason"].endswith("; needs vision")
+    # Tools it serves: an easy tool call stays local.
+    tools = ask(gateway, EASY, tools=[TOOL])
+    assert tools.status_code == 200 and tools.headers["x-tollgate-model"] == "llama"
+
+
+def test_the_cheapest_able_model_of_the_tier_answers_unless_the_tier_is_listed(
+    gateway: GatewayServer,
+) -> None:
+    priced = ask(gateway, EASY, headers={"x-tollgate-tier": "standard"})
+    assert priced.status_code == 200 and priced.headers["x-tollgate-model"] == "gpt-4o-mini"
+    listed = ask(gateway, EASY, headers={"x-tollgate-tier": "listed"})
+    assert listed.status_code == 200 and listed.headers["x-tollgate-model"] == "pricey"
+
+
+def test_no_able_model_is_a_clear_400(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        routing={"tiers": [{"name": "local", "models": ["llama"]}], "thresholds": []},
+    )
+    settings["models"]["llama"]["capabilities"] = []
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        refused = ask(server, LOOK, tools=[TOOL])
+        assert refused.status_code == 400
+        error = refused.json()["error"]
+        assert error["code"] == "unsupported_capability" and "tools and vision" in error["message"]
+        assert server.ledger_row(refused.headers["x-request-id"])["status"] == 400
