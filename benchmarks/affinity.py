@@ -108,11 +108,10 @@ async def run_policy(
                     "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
                     "max_tokens": 16,
                 }
-                with replica.lease() as lease:
-                    started = time.perf_counter()
+                # Non-streamed, as the gateway's own: counted in flight, no TTFT to observe.
+                with replica.lease():
                     response = await client.post(f"{replica.base_url}/v1/chat/completions", json=body)
                     response.raise_for_status()
-                    lease.observe((time.perf_counter() - started) * 1000)
 
         started = time.perf_counter()
         try:

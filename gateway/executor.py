@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -19,13 +19,14 @@ from tenacity.asyncio import retry_if_exception
 
 from gateway.config import ResilienceConfig
 from gateway.errors import GatewayError, NoDeployment
-from gateway.fleets import Fleets, prompt_prefix
+from gateway.fleets import Fleets, Stream, hold, prompt_prefix
 from gateway.models import Deployment, Model, ModelRegistry
 from gateway.redaction import Redactor
 from gateway.resilience.backoff import plan_delay
 from gateway.resilience.breaker import CircuitBreakers
 from gateway.resilience.budget import RetryBudget
 from gateway.tracing import Tracing
+from local_backend.fleet import Lease
 from providers.adapter import Adapter, EmbeddingAdapter
 from providers.errors import (
     ContextLengthExceeded,
@@ -34,11 +35,13 @@ from providers.errors import (
     UpstreamRejected,
     UpstreamTimeout,
 )
-from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
+from providers.types import ChatRequest, Completion, EmbeddingRequest, Target
 
 T = TypeVar("T")
 Attempt = Callable[[Adapter, Target], Awaitable[T]]
-Stream = tuple[StreamChunk, AsyncGenerator[StreamChunk, None]]
+# Takes a fleet replica's lease over once an attempt has answered (a stream: until it ends), given
+# when the attempt started (perf_counter_ns). Without one the lease ends with the attempt.
+Settle = Callable[[T, Lease, int], Awaitable[T]]
 # Which deployments this request may be answered by (a team's data policy); None: any.
 Allow = Callable[[Model, Deployment], bool] | None
 
@@ -153,7 +156,7 @@ class Executor:
                 raise
             return first, chunks
 
-        return await self._run(model, deadline, trace, once, allow, self._prefix(chat))
+        return await self._run(model, deadline, trace, once, allow, self._prefix(chat), settle=_held)
 
     def _prefix(self, chat: ChatRequest) -> str | None:
         return prompt_prefix(chat.body) if self._fleets is not None else None
@@ -166,6 +169,8 @@ class Executor:
         once: Attempt[T],
         allow: Allow,
         prefix: str | None = None,
+        *,
+        settle: Settle[T] | None = None,
     ) -> T:
         await self._budget.record_request()
         chain = self._registry.chain(model)
@@ -189,7 +194,7 @@ class Executor:
             if trace.attempts and not await self._budget.try_spend():
                 break  # a fallback is extra upstream load too
             try:
-                return await self._on_deployment(candidate, deployment, first, deadline, trace, once)
+                return await self._on_deployment(candidate, deployment, first, deadline, trace, once, settle)
             except ContextLengthExceeded as exc:
                 error, larger_than = exc, candidate.context_window
             except ProviderError as exc:
@@ -214,6 +219,7 @@ class Executor:
         deadline: float,
         trace: Trace,
         once: Attempt[T],
+        settle: Settle[T] | None,
     ) -> T:
         retries = _Retries()
 
@@ -240,7 +246,7 @@ class Executor:
             await self._sleep(retries.delay)
 
         try:
-            return await self._attempt(model, deployment, first, deadline, trace, once)
+            return await self._attempt(model, deployment, first, deadline, trace, once, settle)
         except ProviderError as exc:
             if self._config.retry.max_attempts < 2 or not await should_retry(exc):
                 raise
@@ -252,18 +258,33 @@ class Executor:
         )
         async for attempt in retrying:
             with attempt:
-                return await self._attempt(model, deployment, first, deadline, trace, once)
+                return await self._attempt(model, deployment, first, deadline, trace, once, settle)
         raise AssertionError("tenacity ended without an outcome")  # pragma: no cover
 
-    async def _leased(self, once: Attempt[T], adapter: Adapter, deployment: Deployment, started: int) -> T:
-        """One call, counted against its replica while it runs when the model is fleet-served."""
-        if self._fleets is None:
+    async def _leased(
+        self,
+        once: Attempt[T],
+        adapter: Adapter,
+        deployment: Deployment,
+        started: int,
+        settle: Settle[T] | None,
+    ) -> T:
+        """One call, counted against its replica while it runs when the model is fleet-served;
+        `settle` (a stream) takes the lease over once the call has answered. A non-streamed answer
+        feeds nothing back: its latency is its whole decode, not a time to first token, and its
+        tokens over that latency would be a decode speed with the prefill and any queueing in it."""
+        lease = self._fleets.lease(deployment) if self._fleets is not None else None
+        if lease is None:
             return await once(adapter, deployment.target)
-        with self._fleets.lease(deployment) as lease:
+        try:
             result = await once(adapter, deployment.target)
-            if lease is not None:
-                lease.observe((time.perf_counter_ns() - started) / 1e6)
+        except BaseException:
+            lease.release()
+            raise
+        if settle is None:
+            lease.release()
             return result
+        return await settle(result, lease, started)  # which releases it when it is done with it
 
     async def _attempt(
         self,
@@ -273,6 +294,7 @@ class Executor:
         deadline: float,
         trace: Trace,
         once: Attempt[T],
+        settle: Settle[T] | None,
     ) -> T:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -284,7 +306,7 @@ class Executor:
             with self._tracing.attempt_span(deployment.key, trace.attempts):
                 async with asyncio.timeout(remaining):
                     try:
-                        result = await self._leased(once, adapter, deployment, started)
+                        result = await self._leased(once, adapter, deployment, started, settle)
                     except ProviderError as exc:
                         # Scrubbed before anything sees it: the span records it on the way out.
                         raise self._redactor.provider_error(exc)  # noqa: B904 (the same exception)
@@ -302,6 +324,18 @@ class Executor:
         trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
         await self._breakers.record_success(deployment.key)
         return result
+
+
+async def _held(stream: Stream, lease: Lease, started: int) -> Stream:
+    """A fleet stream's settle: its TTFT is now (the first chunk is in); the replica stays leased
+    until the stream ends (`fleets.hold`)."""
+    try:
+        lease.observe_ttft((time.perf_counter_ns() - started) / 1e6)
+        return await hold(stream, lease)
+    except BaseException:
+        lease.release()
+        await stream[1].aclose()
+        raise
 
 
 def _by_fleet(

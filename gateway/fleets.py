@@ -1,22 +1,26 @@
 """The self-hosted fleets the executor consults: for a model with several vLLM replicas, which of
 its deployments to try first (least loaded; the same replica for prompts sharing a prefix) and
-whether to spill to the model's fallbacks because every replica's queue is too deep."""
+whether to spill to the model's fallbacks because every replica's queue is too deep; and the
+leases that count each request against its replica until it ends (a stream: until its last chunk)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from gateway.config import Config, FleetConfig, OpenAICompatibleProvider
 from gateway.models import Deployment, Model
 from local_backend.choice import rank
-from local_backend.fleet import Fleet, Replica
+from local_backend.fleet import Fleet, Lease, Replica
 from local_backend.spillover import should_spill
+from providers.types import StreamChunk
 
 if TYPE_CHECKING:
     import httpx
 
+# The first chunk of a stream and the generator of the rest, as `Executor.open_stream` returns them.
+Stream = tuple[StreamChunk, AsyncGenerator[StreamChunk, None]]
 # Affinity reads about the first thousand characters of a prompt (16 blocks of 64).
 _PREFIX_CHARS = 1024
 
@@ -84,15 +88,65 @@ class Fleets:
         ranked = rank(fleet, prefix, affinity=spec.affinity)
         return [*(by_provider[r.name] for r in ranked if r.name in by_provider), *others]
 
-    @contextlib.contextmanager
-    def lease(self, deployment: Deployment) -> Iterator[Any]:
-        """Count the request against its replica while it runs (the load score sees it at once)."""
+    def fleet(self, model: str) -> Fleet | None:
+        """The fleet serving this model, if it has one."""
+        entry = self._fleets.get(model)
+        return None if entry is None else entry[0]
+
+    def lease(self, deployment: Deployment) -> Lease | None:
+        """Count a request against its replica from now (the load score sees it at once) until the
+        lease is released; None when the deployment is not a fleet's replica."""
         replica = self._replicas.get(deployment.target.provider)
-        if replica is None:
-            yield None
-            return
-        with replica.lease() as lease:
-            yield lease
+        return None if replica is None else replica.lease()
+
+
+async def hold(stream: Stream, lease: Lease) -> Stream:
+    """The stream with its replica kept leased until the stream ends, fails or is closed, feeding
+    the replica's decode speed back when it ends (`_metered`).
+
+    The wrapper is started here (it has yielded the first chunk, which the caller already holds), so
+    that `aclose()` or the loop's finaliser for a collected generator runs its `finally` even when
+    nobody reads past the first chunk: an async generator closed before its first step runs nothing.
+    """
+    first, chunks = stream
+    metered = _metered(first, chunks, lease)
+    await anext(metered)
+    return first, metered
+
+
+async def _metered(
+    first: StreamChunk, chunks: AsyncGenerator[StreamChunk, None], lease: Lease
+) -> AsyncGenerator[StreamChunk, None]:
+    """`first`, then `chunks`; at the end the lease is released and, for a stream that finished,
+    its decode speed observed: completion tokens over the time from the first chunk to the last.
+
+    Tokens come from the final usage chunk, else (an upstream that sent none) from the chunks that
+    carried generated text, about one token each on vLLM. The first chunk arrives with the first
+    token, so N tokens span N - 1 gaps: short streams read a little fast (at most N / (N - 1)).
+    A stream cut short (failed, or closed by the client) is not timed: its end says as much about
+    the cut as about the replica.
+    """
+    first_ns = last_ns = time.perf_counter_ns()
+    usage = first.usage
+    texts = 1 if first.content_chars > 0 else 0
+    finished = False
+    try:
+        yield first
+        async for chunk in chunks:
+            last_ns = time.perf_counter_ns()
+            if chunk.usage is not None:
+                usage = chunk.usage
+            if chunk.content_chars > 0:
+                texts += 1
+            yield chunk
+        finished = True
+    finally:
+        # Before any await: a cancelled relay may not get another step here.
+        lease.release()
+        if finished:
+            tokens = usage.completion_tokens if usage is not None else texts
+            lease.observe_decode(tokens, (last_ns - first_ns) / 1e9)
+        await chunks.aclose()
 
 
 def prompt_prefix(body: dict[str, Any]) -> str:

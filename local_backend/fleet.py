@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,10 +81,12 @@ class Replica:
         self.previous: Snapshot | None = None
         self.in_flight = 0
         self._in_flight_at_scrape = 0
+        # EWMAs fed by streamed requests only (`observe_ttft`, `observe_decode`).
         self.ttft_ms: float | None = None
         self.tokens_per_s: float | None = None
         # TTFT divided by (1 + requests queued ahead at dispatch): what one queue position costs.
         self.ttft_per_slot_ms: float | None = None
+        # When a TTFT was last observed (its EWMAs' age).
         self.observed_at: float | None = None
         self._clock = clock
 
@@ -98,24 +100,27 @@ class Replica:
     def release(self) -> None:
         self.in_flight = max(self.in_flight - 1, 0)
 
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[Lease]:
-        """`with replica.lease() as lease:` counts the request in flight until the block ends."""
+    def lease(self) -> Lease:
+        """Count one request in flight from now until `Lease.release()` (or the end of a `with
+        replica.lease():` block); it remembers the queue it joined, for `observe_ttft`."""
         lease = Lease(self, queued=self.occupancy().waiting)
         self.acquire()
-        try:
-            yield lease
-        finally:
-            self.release()
+        return lease
 
-    def observe(self, ttft_ms: float, tokens_per_s: float | None = None, *, queued: float = 0.0) -> None:
-        """Feed one answered request: its TTFT, its decode speed (None when unknown, e.g. one token)
-        and how many requests were queued ahead of it when it was sent."""
+    def observe_ttft(self, ttft_ms: float, *, queued: float = 0.0) -> None:
+        """Feed one request's time to first token and how many requests were queued ahead of it
+        when it was sent. Only a streamed request measures its TTFT: a non-streamed one's latency
+        includes its whole decode, and fed here it would make an idle replica look queued (and a
+        TTFT target spill everything)."""
         self.ttft_ms = self._ewma(self.ttft_ms, ttft_ms)
         self.ttft_per_slot_ms = self._ewma(self.ttft_per_slot_ms, ttft_ms / (1.0 + max(queued, 0.0)))
-        if tokens_per_s is not None:
-            self.tokens_per_s = self._ewma(self.tokens_per_s, tokens_per_s)
         self.observed_at = self._clock()
+
+    def observe_decode(self, tokens: int, seconds: float) -> None:
+        """Feed one stream's decode speed: `tokens` generated between its first chunk and its last,
+        `seconds` apart. Fewer than 2 tokens (or no time between them) say nothing and are skipped."""
+        if tokens >= 2 and seconds > 0:
+            self.tokens_per_s = self._ewma(self.tokens_per_s, tokens / seconds)
 
     def record_snapshot(self, snapshot: Snapshot | None, *, in_flight_at_send: int | None = None) -> None:
         """A scrape's result; None when `/metrics` failed (load then rests on in-flight counts).
@@ -168,7 +173,7 @@ class Replica:
         return Occupancy(running, waiting, stats.kv_cache_usage)
 
     def recent_ttft_per_slot_ms(self, *, max_age_s: float = 30.0) -> float | None:
-        """The per-queue-position TTFT EWMA, or None without an observation in the last `max_age_s`:
+        """The per-queue-position TTFT EWMA, or None without a TTFT observed in the last `max_age_s`:
         a replica nobody sends to (its fleet is spilling) must not be judged on old latencies."""
         if self.observed_at is None or self._clock() - self.observed_at > max_age_s:
             return None
@@ -194,15 +199,34 @@ class Replica:
         return new if old is None else old + self.alpha * (new - old)
 
 
-@dataclass(slots=True)
 class Lease:
-    """One request in flight on a replica; `observe` feeds its latency back with its queue depth."""
+    """One request in flight on a replica, from `Replica.lease()` until `release()`. A streamed
+    request holds it until its stream ends (the replica decodes until then), not its first chunk."""
 
-    replica: Replica
-    queued: float
+    __slots__ = ("_released", "queued", "replica")
 
-    def observe(self, ttft_ms: float, tokens_per_s: float | None = None) -> None:
-        self.replica.observe(ttft_ms, tokens_per_s, queued=self.queued)
+    def __init__(self, replica: Replica, *, queued: float) -> None:
+        self.replica = replica
+        self.queued = queued
+        self._released = False
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Idempotent: a stream can end several ways (done, failed, closed, collected), once."""
+        if not self._released:
+            self._released = True
+            self.replica.release()
+
+    def observe_ttft(self, ttft_ms: float) -> None:
+        self.replica.observe_ttft(ttft_ms, queued=self.queued)
+
+    def observe_decode(self, tokens: int, seconds: float) -> None:
+        self.replica.observe_decode(tokens, seconds)
 
 
 def load(replica: Replica, weights: LoadWeights = DEFAULT_WEIGHTS) -> float:

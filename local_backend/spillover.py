@@ -13,6 +13,8 @@ between the two the fleet keeps its state (`Fleet.spilling`). Without the band a
 limit would flip every request: local work fills the queue to just over the limit, spilling
 drains it to just under, and so on. Latencies older than `ttft_max_age_s` are ignored: a spilling
 fleet gets no traffic to refresh them, and a stale slow TTFT must not keep it spilling for ever.
+TTFTs come from streamed requests only (a non-streamed answer's latency includes its decode), so
+a fleet serving only non-streamed requests is held to `max_queue` alone.
 """
 
 from __future__ import annotations

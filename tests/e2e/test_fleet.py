@@ -1,10 +1,13 @@
 """A self-hosted model on three vLLM replicas behind the gateway: new work goes to the least loaded,
 prompts that share a prefix stay on one replica (so vLLM's prefix cache hits), and when every
-queue is deep the work spills to the managed fallback until the queues drain."""
+queue is deep the work spills to the managed fallback until the queues drain. A stream counts
+against its replica until it ends and feeds the TTFT and decode speed; a non-streamed answer feeds
+neither (its latency is its whole decode)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -12,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.config import Config
+from local_backend.fleet import Fleet
 from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer
 from tests.conftest import PRICE, gateway_config
@@ -32,13 +37,13 @@ def replicas() -> Iterator[dict[str, SandboxServer]]:
         yield servers
 
 
-@pytest.fixture(scope="module")
-def fleet_gateway(
+def fleet_config(
     replicas: dict[str, SandboxServer],
     sqlite_url: str,
     openai_upstream: SandboxServer,
     vllm_upstream: SandboxServer,
-) -> Iterator[GatewayServer]:
+    spillover: dict[str, Any],
+) -> Config:
     providers = {
         name: {"type": "vllm", "base_url": server.base_url + "/v1"} for name, server in replicas.items()
     }
@@ -50,12 +55,37 @@ def fleet_gateway(
         "deployments": [{"provider": name, "model": "llama"} for name in REPLICAS],
         "price": {"input_per_mtok": "0.06", "output_per_mtok": "0.06"},
         "fallbacks": ["gpt-4o-mini"],
-        "fleet": {"scrape_interval_seconds": 0.05, "max_num_seqs": 2, "spillover": {"max_queue": 2}},
+        "fleet": {"scrape_interval_seconds": 0.05, "max_num_seqs": 2, "spillover": spillover},
     }
     raw["models"]["gpt-4o-mini"]["price"] = PRICE
-    from gateway.config import Config
+    return Config.model_validate(raw)
 
-    with GatewayServer(Config.model_validate(raw)) as server:
+
+@pytest.fixture(scope="module")
+def fleet_gateway(
+    replicas: dict[str, SandboxServer],
+    sqlite_url: str,
+    openai_upstream: SandboxServer,
+    vllm_upstream: SandboxServer,
+) -> Iterator[GatewayServer]:
+    config = fleet_config(replicas, sqlite_url, openai_upstream, vllm_upstream, {"max_queue": 2})
+    with GatewayServer(config) as server:
+        yield server
+
+
+@pytest.fixture
+def fresh_gateway(
+    replicas: dict[str, SandboxServer],
+    sqlite_url: str,
+    openai_upstream: SandboxServer,
+    vllm_upstream: SandboxServer,
+) -> Iterator[GatewayServer]:
+    """A gateway whose fleet has observed nothing yet, with the auditor's TTFT target (150 ms)."""
+    reset(replicas)
+    spillover = {"max_queue": 2, "ttft_target_ms": 150}
+    with GatewayServer(
+        fleet_config(replicas, sqlite_url, openai_upstream, vllm_upstream, spillover)
+    ) as server:
         yield server
 
 
@@ -169,3 +199,95 @@ def test_new_work_avoids_the_busy_replica_and_spills_when_all_are_busy(
     assert chosen == ["llama-fleet"] * 4
     assert spilled == "gpt-4o-mini", "every queue deep: the managed fallback answers"
     assert back == "llama-fleet", "queues drained: the fleet answers again"
+
+
+def fleet_of(server: GatewayServer) -> Fleet:
+    fleet = server.runtime.fleets.fleet("llama-fleet")
+    assert fleet is not None
+    return fleet
+
+
+def in_flight(fleet: Fleet) -> int:
+    return sum(r.in_flight for r in fleet.replicas)
+
+
+def released(fleet: Fleet, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while in_flight(fleet) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return in_flight(fleet) == 0
+
+
+def streamed(system: str, max_tokens: int) -> dict[str, Any]:
+    """A streamed request that decodes exactly `max_tokens` tokens (vLLM's ignore_eos)."""
+    return {**body(system, "hi", max_tokens), "stream": True, "ignore_eos": True}
+
+
+def test_only_streamed_requests_feed_the_ttft_ewmas(fresh_gateway: GatewayServer) -> None:
+    fleet = fleet_of(fresh_gateway)
+    with httpx.Client(base_url=fresh_gateway.base_url, timeout=20) as gw:
+        for i in range(3):
+            answer = gw.post("/v1/chat/completions", json=body(f"plain {i}", "hi", max_tokens=20))
+            assert answer.headers["x-tollgate-model"] == "llama-fleet"
+        # A non-streamed answer's latency is its whole decode: no TTFT, and no decode speed either.
+        assert [(r.ttft_ms, r.ttft_per_slot_ms, r.tokens_per_s) for r in fleet.replicas] == [
+            (None, None, None)
+        ] * len(REPLICAS)
+        with gw.stream("POST", "/v1/chat/completions", json=streamed("streamed", 8)) as response:
+            assert response.status_code == 200
+            response.read()
+    timed = [r for r in fleet.replicas if r.ttft_ms is not None]
+    assert len(timed) == 1 and timed[0].ttft_per_slot_ms is not None
+    assert 0 < timed[0].ttft_ms < 1000
+
+
+def test_a_stream_holds_its_replica_until_it_ends_or_the_client_leaves(fresh_gateway: GatewayServer) -> None:
+    fleet = fleet_of(fresh_gateway)
+    with httpx.Client(base_url=fresh_gateway.base_url, timeout=20) as gw:
+        # 60 tokens at the sandbox's 120 tokens/s: half a second of decoding after the first chunk.
+        with gw.stream("POST", "/v1/chat/completions", json=streamed("to the end", 60)) as response:
+            lines = response.iter_lines()
+            for _ in range(3):
+                next(lines)
+            assert in_flight(fleet) == 1, "still decoding: still in flight"
+            for _ in lines:
+                pass
+        assert released(fleet, within_s=1.0), "the stream ended: released"
+        # About 3.3 s of decoding; the client leaves after the first chunks.
+        started = time.monotonic()
+        with gw.stream("POST", "/v1/chat/completions", json=streamed("left early", 400)) as response:
+            lines = response.iter_lines()
+            for _ in range(3):
+                next(lines)
+            assert in_flight(fleet) == 1
+        assert released(fleet, within_s=1.5), "the client left: released"
+        assert time.monotonic() - started < 3.0, "released by the close, not by the stream's end"
+
+
+def test_a_finished_stream_records_its_replicas_decode_speed(fresh_gateway: GatewayServer) -> None:
+    fleet = fleet_of(fresh_gateway)
+    with httpx.Client(base_url=fresh_gateway.base_url, timeout=20) as gw:
+        with gw.stream("POST", "/v1/chat/completions", json=streamed("speed", 60)) as response:
+            assert response.status_code == 200
+            response.read()
+    (timed,) = [r for r in fleet.replicas if r.tokens_per_s is not None]
+    # The sandbox decodes at 120 tokens/s; the bounds leave room for a busy machine.
+    assert 20 < timed.tokens_per_s < 600, timed.tokens_per_s
+
+
+def test_slow_unstreamed_answers_do_not_make_an_idle_fleet_spill(fresh_gateway: GatewayServer) -> None:
+    """The auditor's case: `ttft_target_ms: 150`, idle replicas, answers of ~350 ms each. Counted
+    as TTFTs they put every replica over its target once each had answered one, and from then on
+    every request went to the paid tier."""
+    chosen, took = [], []
+    with httpx.Client(base_url=fresh_gateway.base_url, timeout=20) as gw:
+        for i in range(7):
+            started = time.perf_counter()
+            answer = gw.post(
+                "/v1/chat/completions", json={**body(f"slow {i}", "hi", max_tokens=40), "ignore_eos": True}
+            )
+            took.append(time.perf_counter() - started)
+            chosen.append(answer.headers["x-tollgate-model"])
+    assert chosen == ["llama-fleet"] * 7
+    assert min(took) > 0.15, f"each answer took longer than the TTFT target: {took}"
+    assert in_flight(fleet_of(fresh_gateway)) == 0

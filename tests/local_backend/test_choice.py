@@ -140,7 +140,7 @@ def test_a_predicted_ttft_over_the_target_spills_before_the_queue_limit() -> Non
     for name in ("a", "b"):
         r = Replica(name, f"http://{name}", capacity=8, healthy=True, clock=lambda: now[0])
         r.record_snapshot(Snapshot(0.0, {MODEL: ModelStats(requests_running=8, requests_waiting=5)}))
-        r.observe(200.0)  # 200 ms a queue position: 5 waiting -> 1,200 ms predicted
+        r.observe_ttft(200.0)  # 200 ms a queue position: 5 waiting -> 1,200 ms predicted
         replicas.append(r)
     f = fleet(*replicas)
     assert replicas[0].predicted_ttft_ms() == pytest.approx(1200.0)

@@ -101,23 +101,51 @@ def test_a_lease_counts_the_request_until_it_ends_even_on_error() -> None:
 def test_observe_keeps_ewmas_and_normalises_ttft_by_the_queue_ahead() -> None:
     now = [100.0]
     r = Replica("a", "http://a", alpha=0.5, healthy=True, clock=lambda: now[0])
-    r.observe(200.0, 50.0)
+    r.observe_ttft(200.0)
+    r.observe_decode(100, 2.0)
     assert (r.ttft_ms, r.tokens_per_s, r.ttft_per_slot_ms) == (200.0, 50.0, 200.0)
-    r.observe(400.0, None, queued=3)
+    r.observe_ttft(400.0, queued=3)
     assert r.ttft_ms == 300.0  # 200 + 0.5 x (400 - 200)
-    assert r.tokens_per_s == 50.0
     assert r.ttft_per_slot_ms == 150.0  # 400 / (1 + 3) = 100, then 200 + 0.5 x (100 - 200)
+    r.observe_decode(200, 2.0)
+    assert r.tokens_per_s == 75.0  # 50 + 0.5 x (100 - 50)
     r.record_snapshot(snapshot(running=8, waiting=2))
     assert r.predicted_ttft_ms() == pytest.approx(450.0)  # 150 x (1 + 2)
     now[0] += 31
     assert r.predicted_ttft_ms() is None  # too old to judge by
 
 
+def test_a_decode_speed_needs_two_tokens_and_does_not_refresh_the_ttft() -> None:
+    now = [100.0]
+    r = Replica("a", "http://a", healthy=True, clock=lambda: now[0])
+    r.observe_decode(1, 0.5)
+    r.observe_decode(5, 0.0)
+    assert r.tokens_per_s is None  # one token, or no time between tokens: no speed
+    r.observe_ttft(100.0)
+    now[0] += 31
+    r.observe_decode(10, 0.1)
+    assert r.tokens_per_s == pytest.approx(100.0)
+    assert r.recent_ttft_per_slot_ms() is None  # the TTFT is as old as it was
+
+
 def test_a_lease_reports_the_queue_it_joined() -> None:
     r = replica(running=8, waiting=4)
     with r.lease() as lease:
-        lease.observe(500.0)
+        lease.observe_ttft(500.0)
     assert r.ttft_per_slot_ms == pytest.approx(100.0)
+
+
+def test_a_lease_is_released_once_however_often_it_is_released() -> None:
+    r = replica()
+    held, ended = r.lease(), r.lease()
+    assert r.in_flight == 2
+    ended.release()
+    ended.release()
+    with ended:
+        pass
+    assert r.in_flight == 1  # `held` is still counted
+    held.release()
+    assert r.in_flight == 0
 
 
 def test_prefix_cache_hit_rate_between_the_last_two_scrapes() -> None:
