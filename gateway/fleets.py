@@ -93,6 +93,10 @@ class Fleets:
         entry = self._fleets.get(model)
         return None if entry is None else entry[0]
 
+    def fleets(self) -> list[Fleet]:
+        """Every fleet, by model name (for the Prometheus gauges)."""
+        return [fleet for _, (fleet, _) in sorted(self._fleets.items())]
+
     def lease(self, deployment: Deployment) -> Lease | None:
         """Count a request against its replica from now (the load score sees it at once) until the
         lease is released; None when the deployment is not a fleet's replica."""

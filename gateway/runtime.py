@@ -20,6 +20,7 @@ from gateway.accounting.writer import LedgerWriter
 from gateway.config import Config
 from gateway.database import create_engine
 from gateway.executor import Executor
+from gateway.fleet_metrics import FleetCollector
 from gateway.fleets import Fleets
 from gateway.metrics import Metrics
 from gateway.models import ModelRegistry, price_book
@@ -111,6 +112,8 @@ class Runtime:
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
         classifier = load_classifier(second_stage=config.routing.second_stage)
         fleets = Fleets(config)
+        metrics = Metrics()
+        metrics.registry.register(FleetCollector(fleets))
         tracing = Tracing.from_settings(
             config.observability.otlp_endpoint, environ, service_name=config.observability.service_name
         )
@@ -121,7 +124,7 @@ class Runtime:
         return cls(
             config=config,
             prices=prices,
-            metrics=Metrics(),
+            metrics=metrics,
             registry=registry,
             adapters=adapters,
             http=http,

@@ -291,3 +291,39 @@ def test_slow_unstreamed_answers_do_not_make_an_idle_fleet_spill(fresh_gateway: 
     assert chosen == ["llama-fleet"] * 7
     assert min(took) > 0.15, f"each answer took longer than the TTFT target: {took}"
     assert in_flight(fleet_of(fresh_gateway)) == 0
+
+
+def test_the_fleet_is_visible_in_prometheus(
+    fleet_gateway: GatewayServer, replicas: dict[str, SandboxServer]
+) -> None:
+    """An operator sees each replica's health, queue, load and prefix-cache hit rate, and whether the
+    fleet spills, on the gateway's own /metrics."""
+    reset(replicas)
+    system = "Shared handbook. " + "Answer in the house style. " * 60
+    for i in range(4):
+        answer = httpx.post(
+            fleet_gateway.base_url + "/v1/chat/completions", json=body(system, f"q{i}"), timeout=20
+        )
+        assert answer.status_code == 200
+    samples: dict[str, float] = {}
+    for _ in range(40):  # until a scrape has seen two snapshots of the replica that served them
+        page = httpx.get(fleet_gateway.base_url + "/metrics").text
+        samples = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in page.splitlines()
+            if line.startswith("tollgate_fleet_")
+        }
+        if any(
+            k.startswith("tollgate_fleet_replica_prefix_cache_hit_ratio") and v > 0
+            for k, v in samples.items()
+        ):
+            break
+        time.sleep(0.05)
+    for name in REPLICAS:
+        labels = f'{{model="llama-fleet",replica="{name}"}}'
+        assert samples[f"tollgate_fleet_replica_healthy{labels}"] == 1.0
+        assert f"tollgate_fleet_replica_load{labels}" in samples
+        assert f"tollgate_fleet_replica_requests_waiting{labels}" in samples
+    assert samples['tollgate_fleet_spilling{model="llama-fleet"}'] == 0.0
+    hits = [v for k, v in samples.items() if k.startswith("tollgate_fleet_replica_prefix_cache_hit_ratio")]
+    assert max(hits) > 0, "the replica that served the shared prefix reports cache hits"
