@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from gateway.config_loader import ConfigError, load_config
 from gateway.routing import evaluation
 from gateway.routing.classifier import ComplexityClassifier, WeightsError
 from gateway.routing.features import FEATURE_NAMES, extract_features
@@ -52,6 +53,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     route_eval.add_argument("file", type=Path, metavar="FILE.jsonl")
     route_eval.add_argument("--threshold", type=float, help="route to the strong tier at score >= T")
+    route_eval.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="judge at the gateway's configured threshold (routing.thresholds[0], the cheap tier's "
+        "upper bound) instead of the weights file's",
+    )
+    route_eval.add_argument(
+        "--team", help="with --config: that team's routing_thresholds[0], if it has its own"
+    )
     route_eval.add_argument("--scores-out", type=Path, metavar="OUT.jsonl", help="write id, score, tier")
     route_eval.add_argument("--split", help="only items whose 'split' field is this (e.g. dev)")
     route_eval.add_argument("--weights", type=Path, help="weights file (default: the shipped one)")
@@ -81,7 +92,8 @@ def run(
         if getattr(args, "second_stage", False):
             classifiers.append(second_stage or load_classifier(second_stage=True))
         rows = read_rows(args.file, split=args.split)
-    except (OSError, InputError, WeightsError, SecondStageUnavailable) as exc:
+        configured = configured_threshold(getattr(args, "config", None), getattr(args, "team", None))
+    except (OSError, InputError, WeightsError, SecondStageUnavailable, ConfigError) as exc:
         err.write(f"route-eval: {exc}\n")
         return 1
     if not rows:
@@ -94,7 +106,7 @@ def run(
     where = f" (split {args.split})" if args.split else ""
     for k, scorer in enumerate(classifiers):
         items = score_rows(rows, scorer)
-        threshold = scorer.threshold if args.threshold is None else args.threshold
+        threshold = next(t for t in (args.threshold, configured, scorer.threshold) if t is not None)
         stage = "second stage" if k else "classifier"
         out.write(f"route-eval {args.file}{where}: {stage} {scorer.version}, threshold {threshold:g}\n")
         _print_labels(items, threshold, out)
@@ -106,6 +118,23 @@ def run(
             write_scores(args.scores_out, items, threshold)
             out.write(f"wrote {len(items)} scores to {args.scores_out}\n")
     return 0
+
+
+def configured_threshold(path: Path | None, team: str | None) -> float | None:
+    """The score at which the gateway stops using the cheapest tier: the team's own first routing
+    threshold, else the gateway's; None without a config file or without routing tiers."""
+    if path is None:
+        if team is not None:
+            raise InputError("--team needs --config")
+        return None
+    config = load_config(path)
+    if team is not None:
+        spec = config.teams.get(team)
+        if spec is None:
+            raise InputError(f"{path} has no team '{team}'")
+        if spec.routing_thresholds:
+            return spec.routing_thresholds[0]
+    return config.routing.thresholds[0] if config.routing.thresholds else None
 
 
 @dataclass(frozen=True)

@@ -218,3 +218,38 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
     )
     assert done.stdout == "route-eval"
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+GATEWAY_CONFIG = """
+providers:
+  openai: {type: openai, base_url: "https://api.openai.com/v1", api_key: sk-test}
+models:
+  small: {provider: openai}
+  big: {provider: openai}
+routing:
+  tiers: [{name: cheap, models: [small]}, {name: strong, models: [big]}]
+  thresholds: [0.35]
+teams:
+  eager: {routing_thresholds: [0.05]}
+  plain: {}
+"""
+
+
+def test_the_threshold_can_come_from_the_gateways_config(data: Path, tmp_path: Path) -> None:
+    """What a team is really routed at: --config reads routing.thresholds, --team the team's own."""
+    config = tmp_path / "tollgate.yaml"
+    config.write_text(GATEWAY_CONFIG)
+    clf = length_only()
+    _, out, _ = run(str(data), "--split", "dev", "--config", str(config), classifier=clf)
+    assert out.splitlines()[0].endswith("threshold 0.35")
+    _, out, _ = run(str(data), "--split", "dev", "--config", str(config), "--team", "eager", classifier=clf)
+    assert out.splitlines()[0].endswith("threshold 0.05")
+    assert "routed to the cheap tier: 0.0%" in out  # every score here is above 0.05
+    _, out, _ = run(str(data), "--split", "dev", "--config", str(config), "--team", "plain", classifier=clf)
+    assert out.splitlines()[0].endswith("threshold 0.35")  # no thresholds of its own: the gateway's
+    _, out, _ = run(str(data), "--config", str(config), "--threshold", "0.9", classifier=clf)
+    assert out.splitlines()[0].endswith("threshold 0.9")  # an explicit threshold wins
+    code, out, err = run(str(data), "--config", str(config), "--team", "nobody", classifier=clf)
+    assert (code, out) == (1, "") and "no team 'nobody'" in err
+    code, _, err = run(str(data), "--team", "eager", classifier=clf)
+    assert code == 1 and "--team needs --config" in err
