@@ -9,9 +9,9 @@ is vLLM's own: the deltas of `vllm:prefix_cache_hits_total` over `vllm:prefix_ca
 summed over the replicas' `/metrics`, taken before and after each run.
 
 The sandboxes run the `instant` profile (no modelled latency), so the loads that bounded load sees
-are the gateway's own in-flight requests against 4 batch slots a replica. The KV-cache term is
-weighted 0 here: the sandbox's `kv_cache_usage_perc` is its cache's fill (near 100% on every warm
-replica), where vLLM's counts only blocks held by running requests.
+are the gateway's own in-flight requests against 4 batch slots a replica, and the production load
+weights apply (the sandbox's `kv_cache_usage_perc`, like vLLM's, counts the blocks running requests
+hold).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import httpx
 
 from local_backend.affinity import preference, prefix_key
 from local_backend.choice import choose
-from local_backend.fleet import Fleet, LoadWeights, Replica
+from local_backend.fleet import Fleet, Replica
 from local_backend.metrics import Snapshot, scrape
 from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer
@@ -82,7 +82,7 @@ async def run_policy(
     name: str, pick: Pick, servers: list[SandboxServer], requests: list[tuple[str, str]], concurrency: int
 ) -> dict[str, Any]:
     replicas = [Replica(f"r{i}", s.base_url, capacity=SLOTS) for i, s in enumerate(servers)]
-    fleet = Fleet(MODEL, replicas, weights=LoadWeights(kv_cache=0.0))
+    fleet = Fleet(MODEL, replicas)
     names = [r.name for r in replicas]
     sent: Counter[str] = Counter()
     off_home = 0
