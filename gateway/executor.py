@@ -20,6 +20,7 @@ from tenacity.asyncio import retry_if_exception
 from gateway.config import ResilienceConfig
 from gateway.errors import GatewayError, NoDeployment
 from gateway.fleets import Fleets, Stream, hold, prompt_prefix
+from gateway.latency import LatencyBook
 from gateway.models import Deployment, Model, ModelRegistry
 from gateway.redaction import Redactor
 from gateway.resilience.backoff import plan_delay
@@ -93,6 +94,7 @@ class Executor:
         fleets: Fleets | None = None,
         tracing: Tracing | None = None,
         redactor: Redactor | None = None,
+        latency: LatencyBook | None = None,
     ) -> None:
         self._registry = registry
         self._adapters = adapters
@@ -104,6 +106,7 @@ class Executor:
         self._fleets = fleets
         self._tracing = tracing or Tracing.off()
         self._redactor = redactor or Redactor(())
+        self._latency = latency
 
     def redact(self, exc: ProviderError) -> ProviderError:
         """An upstream's error with any configured secret it echoed taken out (see `redaction`)."""
@@ -138,6 +141,7 @@ class Executor:
         first_byte = self._config.first_byte_timeout_seconds
 
         async def once(adapter: Adapter, target: Target) -> Stream:
+            started = time.perf_counter_ns()
             chunks = adapter.stream(chat, target)
             try:
                 async with asyncio.timeout(first_byte):
@@ -154,6 +158,9 @@ class Executor:
             except BaseException:
                 await chunks.aclose()
                 raise
+            if self._latency is not None:
+                ttft_ms = (time.perf_counter_ns() - started) / 1e6
+                self._latency.observe(f"{target.provider}/{target.upstream_model}", ttft_ms)
             return first, chunks
 
         return await self._run(model, deadline, trace, once, allow, self._prefix(chat), settle=_held)

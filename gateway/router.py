@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from gateway.capabilities import needs
 from gateway.config import RoutingConfig, TeamConfig
 from gateway.errors import InvalidRequest
+from gateway.latency import LatencyBook
 from gateway.models import Model, ModelRegistry
 from gateway.policy.principal import PermissionDenied
 from gateway.routing.classifier import ComplexityClassifier
@@ -42,11 +43,16 @@ class Route:
 
 class Router:
     def __init__(
-        self, config: RoutingConfig, registry: ModelRegistry, classifier: ComplexityClassifier
+        self,
+        config: RoutingConfig,
+        registry: ModelRegistry,
+        classifier: ComplexityClassifier,
+        latency: LatencyBook | None = None,
     ) -> None:
         self._config = config
         self._registry = registry
         self._classifier = classifier
+        self._latency = latency
         self._tiers = {tier.name: tier for tier in config.tiers}
         self._order = [tier.name for tier in config.tiers]
 
@@ -129,13 +135,15 @@ class Router:
         return replace(first, tier=routed_tier, fallbacks=tuple(chain)), note
 
     def _ranked(self, tier: str, prompt_tokens: int, output_tokens: int) -> list[Model]:
-        """The tier's models, cheapest for this request first (ties and `order: listed` keep the
-        configured order); a model without a known price goes last."""
+        """The tier's models, cheapest for this request first, then the faster recent time to first
+        token (`LatencyBook`); remaining ties and `order: listed` keep the configured order. A model
+        without a known price goes last."""
         models = [m for name in self._tiers[tier].models if (m := self._registry.resolve(name)) is not None]
         if self._tiers[tier].order == "listed":
             return models
+        latency = self._latency
 
-        def cost(model: Model) -> float:
+        def key(model: Model) -> tuple[float, float]:
             costs = [
                 cost_breakdown(
                     d.price, prompt_tokens=prompt_tokens, completion_tokens=output_tokens
@@ -143,9 +151,10 @@ class Router:
                 for d in model.deployments
                 if d.price is not None
             ]
-            return min(costs, default=math.inf)
+            ttfts = [t for d in model.deployments if latency and (t := latency.ttft_ms(d.key)) is not None]
+            return min(costs, default=math.inf), min(ttfts, default=math.inf)
 
-        return sorted(models, key=cost)
+        return sorted(models, key=key)
 
 
 def _requested_output(chat: ChatRequest) -> int:

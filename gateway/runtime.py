@@ -22,6 +22,7 @@ from gateway.database import create_engine
 from gateway.executor import Executor
 from gateway.fleet_metrics import FleetCollector
 from gateway.fleets import Fleets
+from gateway.latency import LatencyBook
 from gateway.metrics import Metrics
 from gateway.models import ModelRegistry, price_book
 from gateway.policy.budgets import Budgets, SpendLookup
@@ -81,6 +82,7 @@ class Runtime:
     classifier: ComplexityClassifier
     fleets: Fleets
     tracing: Tracing
+    latency: LatencyBook
     keys: KeyStore
     response_cache: ResponseCache
     semantic_index: SemanticIndex | None
@@ -117,8 +119,9 @@ class Runtime:
         tracing = Tracing.from_settings(
             config.observability.otlp_endpoint, environ, service_name=config.observability.service_name
         )
+        latency = LatencyBook()
         prices, registry, adapters, executor, gate, router = _policy(
-            config, http, store, budgets, limits, classifier, fleets, tracing
+            config, http, store, budgets, limits, classifier, fleets, tracing, latency
         )
 
         return cls(
@@ -138,6 +141,7 @@ class Runtime:
             classifier=classifier,
             fleets=fleets,
             tracing=tracing,
+            latency=latency,
             keys=KeyStore(engine, cache_ttl=config.auth.key_cache_seconds),
             semantic_index=SemanticIndex(
                 threshold=config.cache.semantic.threshold, max_entries=config.cache.semantic.max_entries
@@ -165,6 +169,7 @@ class Runtime:
             self.classifier,
             self.fleets,
             self.tracing,
+            self.latency,
         )
         self.prices, self.registry, self.adapters, self.executor, self.gate, self.router = built
         restart = [
@@ -214,8 +219,10 @@ def _policy(
     classifier: ComplexityClassifier,
     fleets: Fleets,
     tracing: Tracing,
+    latency: LatencyBook,
 ) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate, Router]:
-    """Everything that follows from the policy file, built fresh on every (re)load."""
+    """Everything that follows from the policy file, built fresh on every (re)load (what is
+    measured, the fleets' state and the deployments' latencies, carries over)."""
     prices = price_book(config)
     registry = ModelRegistry(config, prices=prices)
     adapters = build_adapters(config, http)
@@ -228,9 +235,11 @@ def _policy(
         fleets=fleets,
         tracing=tracing,
         redactor=Redactor.from_config(config),
+        latency=latency,
     )
     gate = PolicyGate(config, registry, budgets, limits)
-    return prices, registry, adapters, executor, gate, Router(config.routing, registry, classifier)
+    router = Router(config.routing, registry, classifier, latency)
+    return prices, registry, adapters, executor, gate, router
 
 
 def _spent_from(engine: AsyncEngine) -> SpendLookup:

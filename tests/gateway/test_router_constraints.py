@@ -3,6 +3,7 @@ serves them, and the cheapest able model answers first (unless the tier says `or
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,9 +12,13 @@ import pytest
 
 from gateway.capabilities import lacking, needs
 from gateway.config_loader import build_config
+from gateway.latency import LatencyBook
 from gateway.models import ModelRegistry
+from gateway.router import Router
+from gateway.routing import ComplexityClassifier
 from pricing.book import PriceBook
 from pricing.catalog import PriceCatalog
+from providers.types import ChatRequest
 from sandbox.server import SandboxServer
 from tests.conftest import PRICE, gateway_config, gateway_settings
 from tests.harness import GatewayServer
@@ -124,3 +129,54 @@ def test_no_able_model_is_a_clear_400(
         error = refused.json()["error"]
         assert error["code"] == "unsupported_capability" and "tools and vision" in error["message"]
         assert server.ledger_row(refused.headers["x-request-id"])["status"] == 400
+
+
+def test_latency_book_keeps_a_recent_ewma() -> None:
+    now = [0.0]
+    book = LatencyBook(alpha=0.5, max_age_s=10, clock=lambda: now[0])
+    assert book.ttft_ms("openai/gpt-4o-mini") is None
+    book.observe("openai/gpt-4o-mini", 100)
+    book.observe("openai/gpt-4o-mini", 200)
+    assert book.ttft_ms("openai/gpt-4o-mini") == 150
+    now[0] = 11
+    assert book.ttft_ms("openai/gpt-4o-mini") is None  # stale: nobody streamed from it lately
+
+
+def test_equally_priced_models_rank_the_faster_first(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        routing={"tiers": [{"name": "standard", "models": ["gpt-4o-mini", "renamed"]}], "thresholds": []},
+    )
+    config = build_config(settings, source="test", environ={})
+    registry = ModelRegistry(config)
+    book = LatencyBook()
+    router = Router(config.routing, registry, ComplexityClassifier.load(), book)
+    body = {"model": "auto", "messages": EASY}
+    chat = ChatRequest(body=body, raw=json.dumps(body).encode(), model="auto")
+    assert router.route(chat, forced=None, team=None).model.name == "gpt-4o-mini"  # no figures: as listed
+    book.observe("openai/gpt-4o-mini", 900)
+    book.observe("openai/gpt-4o-mini-2024-07-18", 120)
+    assert router.route(chat, forced=None, team=None).model.name == "renamed"
+
+
+def test_streams_feed_the_latency_book_and_plain_answers_do_not(gateway: GatewayServer) -> None:
+    book = gateway.runtime.latency
+    plain = httpx.post(
+        gateway.base_url + "/v1/chat/completions", json={"model": "llama", "messages": EASY}, timeout=20
+    )
+    assert plain.status_code == 200
+    assert book.ttft_ms("local/meta-llama/Llama-3.1-8B-Instruct") is None
+    with httpx.stream(
+        "POST",
+        gateway.base_url + "/v1/chat/completions",
+        json={"model": "llama", "messages": EASY, "stream": True},
+        timeout=20,
+    ) as streamed:
+        assert streamed.status_code == 200
+        streamed.read()
+    ttft = book.ttft_ms("local/meta-llama/Llama-3.1-8B-Instruct")
+    assert ttft is not None and 0 < ttft < 20_000
