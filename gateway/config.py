@@ -337,9 +337,9 @@ class StateConfig(Strict):
 class RoutingTier(Strict):
     """A tier of the router and its models. With `order: price` (the default) the cheapest model
     for each request answers first (between equal prices, the faster recent time to first token);
-    with `listed`, the first listed; either way the rest follow
-    as fallbacks, and a model whose circuit is open, whose context window is too small or that
-    lacks what the request uses (tools, a JSON schema, images) is passed over."""
+    with `listed`, the first listed. Either way the rest follow as fallbacks, and a model whose
+    circuit is open, whose context window is too small or that lacks what the request uses (tools,
+    a JSON schema, images) is passed over."""
 
     name: str
     models: tuple[str, ...] = Field(min_length=1)
