@@ -24,7 +24,6 @@ from gateway.latency import LatencyBook
 from gateway.models import Model, ModelRegistry
 from gateway.policy.principal import PermissionDenied
 from gateway.routing.classifier import ComplexityClassifier
-from pricing.cost import cost_breakdown
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
@@ -54,6 +53,10 @@ class Router:
         self._classifier = classifier
         self._latency = latency
         self._tiers = {tier.name: tier for tier in config.tiers}
+        self._models = {
+            tier.name: tuple(m for name in tier.models if (m := registry.resolve(name)) is not None)
+            for tier in config.tiers
+        }
         self._order = [tier.name for tier in config.tiers]
 
     def is_auto(self, name: str) -> bool:
@@ -134,27 +137,25 @@ class Router:
         note = f"; needs {' and '.join(sorted(uses))}" if skipped else ""
         return replace(first, tier=routed_tier, fallbacks=tuple(chain)), note
 
-    def _ranked(self, tier: str, prompt_tokens: int, output_tokens: int) -> list[Model]:
+    def _ranked(self, tier: str, prompt_tokens: int, output_tokens: int) -> tuple[Model, ...]:
         """The tier's models, cheapest for this request first, then the faster recent time to first
         token (`LatencyBook`); remaining ties and `order: listed` keep the configured order. A model
-        without a known price goes last."""
-        models = [m for name in self._tiers[tier].models if (m := self._registry.resolve(name)) is not None]
-        if self._tiers[tier].order == "listed":
+        without a known price goes last. A tier of one model costs nothing to rank."""
+        models = self._models[tier]
+        if len(models) < 2 or self._tiers[tier].order == "listed":
             return models
         latency = self._latency
 
         def key(model: Model) -> tuple[float, float]:
             costs = [
-                cost_breakdown(
-                    d.price, prompt_tokens=prompt_tokens, completion_tokens=output_tokens
-                ).total_nano
+                prompt_tokens * rates.input + output_tokens * rates.output
                 for d in model.deployments
-                if d.price is not None
+                if d.price is not None and (rates := d.price.rates_for(prompt_tokens))
             ]
             ttfts = [t for d in model.deployments if latency and (t := latency.ttft_ms(d.key)) is not None]
             return min(costs, default=math.inf), min(ttfts, default=math.inf)
 
-        return sorted(models, key=key)
+        return tuple(sorted(models, key=key))
 
 
 def _requested_output(chat: ChatRequest) -> int:

@@ -12,7 +12,7 @@ from gateway.accounting.record import RequestRecord
 from gateway.cache_key import is_cacheable, response_cache_key
 from gateway.config import TeamCacheConfig
 from gateway.errors import describe
-from gateway.executor import Trace
+from gateway.executor import Allow, Trace
 from gateway.models import Model
 from gateway.policy.principal import Principal
 from gateway.response_cache import CachedAnswer
@@ -45,11 +45,13 @@ async def look_up(
     *,
     principal: Principal,
     policy: TeamCacheConfig,
+    allow: Allow = None,
 ) -> CacheLookup:
     """A stored answer for this team and request, or why it will go upstream (`miss`/`bypass`).
 
     `Cache-Control: no-store` bypasses; `x-tollgate-cache: use` opts a non-deterministic request in.
-    Answers are namespaced per team: no team ever reads another's.
+    Answers are namespaced per team: no team ever reads another's. `allow` is the team's data
+    policy: the semantic cache's embedding call sends the question upstream too.
     """
     if not policy.response_cache or "no-store" in headers.get("cache-control", "").lower():
         return CacheLookup(BYPASS)
@@ -61,7 +63,9 @@ async def look_up(
     if answer is not None:
         return CacheLookup(HIT, key, answer)
     vector = (
-        await _question_vector(runtime, chat, principal) if runtime.config.cache.semantic.enabled else None
+        await _question_vector(runtime, chat, principal, allow)
+        if runtime.config.cache.semantic.enabled
+        else None
     )
     if vector is not None and runtime.semantic_index is not None:
         near = runtime.semantic_index.nearest(f"{team}\x00{model.name}", vector)
@@ -76,21 +80,29 @@ def remember(runtime: Runtime, lookup: CacheLookup, *, team: str | None, model: 
         runtime.semantic_index.remember(f"{team or ''}\x00{model.name}", lookup.vector, lookup.key)
 
 
-async def _question_vector(runtime: Runtime, chat: ChatRequest, principal: Principal) -> Vector | None:
+async def _question_vector(
+    runtime: Runtime, chat: ChatRequest, principal: Principal, allow: Allow
+) -> Vector | None:
     """Embed the question with the configured model. That call costs money too, so it leaves a
     ledger row of its own (endpoint `embeddings`, tag `semantic-cache`)."""
     text = question_text(chat.body)
     name = runtime.config.cache.semantic.embedding_model
     model = runtime.registry.resolve(name) if name else None
-    if not text or model is None:
-        return None
+    if (
+        not text
+        or model is None
+        or (allow is not None and not any(allow(m, d) for m, d in runtime.registry.chain(model)))
+    ):
+        return None  # nothing to embed with, or nowhere this team's question may go
     record = RequestRecord.begin(id=os.urandom(16).hex(), client_request_id=None, endpoint="embeddings")
     record.requested_model, record.team, record.key_id = model.name, principal.team, principal.key_id
     record.tags = ("semantic-cache",)
     trace = Trace()
     request = EmbeddingRequest(body={"model": model.name, "input": text}, raw=b"", model=model.name)
     try:
-        answer = await runtime.executor.embed(request, model, deadline=time.monotonic() + 10, trace=trace)
+        answer = await runtime.executor.embed(
+            request, model, deadline=time.monotonic() + 10, trace=trace, allow=allow
+        )
     except Exception as exc:  # no semantic lookup is better than no answer
         status, _, error_type = describe(exc)
         record.fail(status=status, error_type=error_type, message=str(exc))

@@ -117,7 +117,13 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
         record.tags, record.flags = admitted.tags, admitted.flags
         policy = gate.cache_policy(principal.team)
         lookup = await look_up(
-            runtime, request_headers(request), chat, model, principal=principal, policy=policy
+            runtime,
+            request_headers(request),
+            chat,
+            model,
+            principal=principal,
+            policy=policy,
+            allow=admitted.allows,
         )
         record.cache_status = lookup.status
         if lookup.answer is not None:

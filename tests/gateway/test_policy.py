@@ -165,6 +165,39 @@ def test_local_only_never_reaches_a_managed_deployment_of_a_local_model(
         assert chat(server.base_url, private, model="on-prem-llama").status_code == 200
 
 
+def test_the_semantic_cache_never_embeds_a_local_only_question_off_the_fleet(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    """The semantic cache sends the question to its embedding model: for a local-only team that
+    call must stay on the fleet too (here the embedding model is managed, so it is skipped)."""
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        auth={"admin_key": ADMIN},
+        teams={"private": {"data_policy": "local-only"}, "open": {}},
+        cache={"semantic": {"enabled": True, "embedding_model": "emb"}},
+    )
+    settings["models"]["emb"] = {
+        "provider": "openai",
+        "upstream_model": "text-embedding-3-small",
+        "price": {"input_per_mtok": "0.02", "output_per_mtok": "0"},
+    }
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        for team in ("private", "open"):
+            secret = f"{team}-{uuid.uuid4().hex}"
+            answer = httpx.post(
+                server.base_url + "/v1/chat/completions",
+                json={"model": "llama", "temperature": 0, "messages": [{"role": "user", "content": secret}]},
+                headers={"authorization": f"Bearer {new_key(server, team)}"},
+                timeout=20,
+            )
+            assert answer.status_code == 200
+            seen = httpx.get(openai_upstream.base_url + "/_sandbox/requests").json()
+            embedded = any(secret in call["body"] and call["path"] == "/v1/embeddings" for call in seen)
+            assert embedded == (team == "open"), team  # the open team's question is embedded as usual
+
+
 @pytest.mark.parametrize("replicas", [1, pytest.param(2, marks=pytest.mark.redis)])
 def test_budget_holds_under_200_concurrent_requests(
     sqlite_url: str,
