@@ -64,6 +64,7 @@ class Router:
 
     def route(self, chat: ChatRequest, *, forced: str | None, team: TeamConfig | None) -> Route:
         """The tier and model for an `auto` request, with the reason the ledger keeps."""
+        local_only = team is not None and team.data_policy == "local-only"
         if forced:
             if forced not in self._tiers:
                 raise InvalidRequest(
@@ -77,12 +78,12 @@ class Router:
                 )
             if team is not None and team.allowed_tiers is not None and forced not in team.allowed_tiers:
                 raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
-            model, note = self._tier_model(forced, chat)
+            model, note = self._tier_model(forced, chat, local_only)
             return Route(model, forced, f"forced by {TIER_HEADER}{note}")
-        if team is not None and team.data_policy == "local-only":
+        if local_only:
             local = [t for t in self._order if all(self._self_hosted(m) for m in self._tiers[t].models)]
             if local:
-                model, note = self._tier_model(local[0], chat)
+                model, note = self._tier_model(local[0], chat, local_only)
                 return Route(model, local[0], f"data policy: local-only{note}")
         assessment = self._classifier.assess(chat.body)
         thresholds = (team.routing_thresholds if team and team.routing_thresholds is not None else None) or (
@@ -93,7 +94,7 @@ class Router:
         reason = f"score {assessment.score:.2f} -> {tier}" + (
             f" ({assessment.reason()})" if assessment.reasons else ""
         )
-        model, note = self._tier_model(tier, chat)
+        model, note = self._tier_model(tier, chat, local_only)
         if note:
             reason = f"score {assessment.score:.2f} -> {tier}{note}"
         return Route(model, tier, reason[:256], assessment.score)
@@ -102,23 +103,33 @@ class Router:
         model = self._registry.resolve(name)
         return model is not None and any(d.self_hosted for d in model.deployments)
 
-    def _tier_model(self, tier: str, chat: ChatRequest) -> tuple[Model, str]:
+    def _tier_model(self, tier: str, chat: ChatRequest, local_only: bool) -> tuple[Model, str]:
         """The tier's best model that can serve the request, falling back through the rest of the
-        tier and then the tiers above it; and a note for the reason when a need skipped a model."""
+        tier and then the tiers above it; and a note for the reason when a need skipped a model.
+        Tiers are ranked by price until one holds a model that can serve the request; the tiers
+        after it are only fallbacks and keep their configured order (ranking costs microseconds)."""
         start = self._order.index(tier)
         output = _requested_output(chat)
         need = len(chat.raw) // _BYTES_PER_TOKEN + output
-        models = [
-            m for t in self._order[start:] for m in self._ranked(t, need - output, output or _TYPICAL_OUTPUT)
-        ]
-        fitting = [m for m in models if m.context_window >= need]
+        uses = needs(chat.body)
+        fitting: list[Model] = []
+        able: list[Model] = []
+        for t in self._order[start:]:
+            ranked = (
+                self._models[t]
+                if able
+                else self._ranked(t, need - output, output or _TYPICAL_OUTPUT, local_only)
+            )
+            for m in ranked:
+                if m.context_window >= need:
+                    fitting.append(m)
+                    if not m.lacks & uses:
+                        able.append(m)
         if not fitting:
             raise InvalidRequest(
                 f"no model in tier '{tier}' or above has a context window for about {need} tokens",
                 code="context_length_exceeded",
             )
-        uses = needs(chat.body)
-        able = [m for m in fitting if not m.lacks & uses]
         if not able:
             raise InvalidRequest(
                 f"no model in tier '{tier}' or above serves a request with {' and '.join(sorted(uses))}",
@@ -131,31 +142,42 @@ class Router:
         chain = [
             name
             for name in dict.fromkeys((*first.fallbacks, *(m.name for m in able[1:])))
-            if (m := self._registry.resolve(name)) is not None and not m.lacks & uses
+            if (fallback := self._registry.resolve(name)) is not None and not fallback.lacks & uses
         ]
         skipped = len(able) < len(fitting) and fitting.index(first) > 0
         note = f"; needs {' and '.join(sorted(uses))}" if skipped else ""
         return replace(first, tier=routed_tier, fallbacks=tuple(chain)), note
 
-    def _ranked(self, tier: str, prompt_tokens: int, output_tokens: int) -> tuple[Model, ...]:
+    def _ranked(
+        self, tier: str, prompt_tokens: int, output_tokens: int, local_only: bool
+    ) -> tuple[Model, ...]:
         """The tier's models, cheapest for this request first, then the faster recent time to first
-        token (`LatencyBook`); remaining ties and `order: listed` keep the configured order. A model
-        without a known price goes last. A tier of one model costs nothing to rank."""
+        token (`LatencyBook`); remaining ties and `order: listed` keep the configured order. A tier
+        of one model costs nothing to rank."""
         models = self._models[tier]
         if len(models) < 2 or self._tiers[tier].order == "listed":
             return models
         latency = self._latency
 
         def key(model: Model) -> tuple[float, float]:
-            costs = [
-                prompt_tokens * rates.input + output_tokens * rates.output
-                for d in model.deployments
-                if d.price is not None and (rates := d.price.rates_for(prompt_tokens))
-            ]
             ttfts = [t for d in model.deployments if latency and (t := latency.ttft_ms(d.key)) is not None]
-            return min(costs, default=math.inf), min(ttfts, default=math.inf)
+            return _cost(model, prompt_tokens, output_tokens, local_only), min(ttfts, default=math.inf)
 
         return tuple(sorted(models, key=key))
+
+
+def _cost(model: Model, prompt_tokens: int, output_tokens: int, local_only: bool) -> float:
+    """What this request would cost on the deployment that will answer it: the model's first one
+    its team may use (the executor tries them in order). A self-hosted deployment without a price
+    costs nothing more (its GPUs are paid for); a managed one without a price ranks last."""
+    deployment = next((d for d in model.deployments if not local_only or d.self_hosted), None)
+    if deployment is None:
+        return math.inf
+    price = deployment.price
+    if price is None:
+        return 0.0 if deployment.self_hosted else math.inf
+    rates = price.rates_for(prompt_tokens) if price.tiers else price
+    return prompt_tokens * rates.input + output_tokens * rates.output
 
 
 def _requested_output(chat: ChatRequest) -> int:

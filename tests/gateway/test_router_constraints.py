@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from gateway.capabilities import lacking, needs
+from gateway.config import TeamConfig
 from gateway.config_loader import build_config
 from gateway.latency import LatencyBook
 from gateway.models import ModelRegistry
@@ -180,3 +181,62 @@ def test_streams_feed_the_latency_book_and_plain_answers_do_not(gateway: Gateway
         streamed.read()
     ttft = book.ttft_ms("local/meta-llama/Llama-3.1-8B-Instruct")
     assert ttft is not None and 0 < ttft < 20_000
+
+
+def _router_for(settings: dict[str, Any], tier: list[str]) -> Router:
+    settings["routing"] = {"tiers": [{"name": "only", "models": tier}], "thresholds": []}
+    config = build_config(settings, source="test", environ={})
+    return Router(config.routing, ModelRegistry(config), ComplexityClassifier.load())
+
+
+def test_a_model_is_priced_by_the_deployment_that_will_answer(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    """The executor tries a model's deployments in order, so the first one the team may use is
+    what the request costs; a self-hosted deployment without a price costs nothing more."""
+    settings = gateway_settings(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
+    dear = {"input_per_mtok": "5", "output_per_mtok": "15"}
+    settings["models"].update(
+        {
+            # dear first, a cheap backup second: it costs what its first deployment costs
+            "primary-dear": {
+                "deployments": [
+                    {"provider": "openai", "model": "x", "price": dear},
+                    {
+                        "provider": "dead",
+                        "model": "x",
+                        "price": {"input_per_mtok": "0.01", "output_per_mtok": "0"},
+                    },
+                ]
+            },
+            "flat": {"provider": "openai", "price": {"input_per_mtok": "1", "output_per_mtok": "1"}},
+            # a managed copy at $0.01 first, self-hosted at $2 second: a local-only team pays $2
+            "gpu-dear": {
+                "deployments": [
+                    {
+                        "provider": "openai",
+                        "model": "x",
+                        "price": {"input_per_mtok": "0.01", "output_per_mtok": "0"},
+                    },
+                    {
+                        "provider": "local",
+                        "model": "x",
+                        "price": {"input_per_mtok": "2", "output_per_mtok": "2"},
+                    },
+                ]
+            },
+            "gpu-cheap": {"provider": "local", "price": {"input_per_mtok": "0.1", "output_per_mtok": "0.1"}},
+            "gpu-unpriced": {"provider": "local"},
+        }
+    )
+    body = {"model": "auto", "messages": EASY}
+    chat = ChatRequest(body=body, raw=json.dumps(body).encode(), model="auto")
+    private = TeamConfig(data_policy="local-only")
+
+    def pick(tier: list[str], team: TeamConfig | None = None) -> str:
+        return _router_for(dict(settings), tier).route(chat, forced=None, team=team).model.name
+
+    assert pick(["primary-dear", "flat"]) == "flat"
+    assert pick(["gpu-dear", "gpu-cheap"]) == "gpu-dear"  # its managed copy answers for $0.01
+    assert pick(["gpu-dear", "gpu-cheap"], private) == "gpu-cheap"  # local-only pays the GPU price
+    assert pick(["flat", "gpu-unpriced"]) == "gpu-unpriced"
