@@ -188,6 +188,11 @@ class Executor:
                 # data policy allows): it queues on the fleet instead.
                 ordered = _by_fleet(chain, self._fleets, prefix, spill=False)
             chain = ordered
+        if not any(allow is None or allow(m, d) for m, d in chain):
+            raise NoDeployment(
+                f"no deployment of '{model.name}' that this request may use is available (no healthy "
+                "replica, or none its team's data policy allows); try again shortly"
+            )
         first = chain[0][1]
         error: ProviderError | None = None
         larger_than = 0
@@ -210,10 +215,6 @@ class Executor:
                 error = exc
         if error is not None:
             raise error
-        if allow is not None and not any(allow(m, d) for m, d in chain):
-            raise NoDeployment(
-                f"no deployment of '{model.name}' or its fallbacks is one this team's data policy allows"
-            )
         raise NoDeployment(
             f"every deployment of '{model.name}' is unavailable (circuit open); try again shortly"
         )

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from gateway.config_loader import build_config
+from gateway.sandbox_launcher import free_port
 from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer
 from tests.conftest import PRICE, gateway_settings
@@ -109,3 +110,33 @@ def test_a_full_fleet_spills_ordinary_work_but_not_local_only_work(
         assert not any("secret-7f3a" in c["body"] for c in calls(openai_upstream))
         assert solo.status_code == 200, solo.text
         assert solo.headers["x-tollgate-model"] == "solo-fleet", "no fallback: it queues instead of failing"
+
+
+def test_a_fleet_with_no_healthy_replica_and_nowhere_to_go_answers_503(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    settings = gateway_settings(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        auth={"admin_key": "adm"},
+        teams={"t": {}},
+    )
+    settings["providers"]["gone"] = {"type": "vllm", "base_url": f"http://127.0.0.1:{free_port()}/v1"}
+    settings["models"]["lonely-fleet"] = {
+        "tier": "local",
+        "deployments": [{"provider": "gone", "model": "llama"}],
+        "price": {"input_per_mtok": "0.06", "output_per_mtok": "0.06"},
+        "fleet": FLEET,
+    }
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        key, _ = server.call(server.runtime.keys.create("t", "t"))
+        answer = httpx.post(
+            server.base_url + "/v1/chat/completions",
+            json={"model": "lonely-fleet", "messages": [{"role": "user", "content": "hi"}]},
+            headers={"authorization": f"Bearer {key}"},
+            timeout=20,
+        )
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["error"]["code"] == "no_deployment"
+        assert server.ledger_row(answer.headers["x-request-id"])["status"] == 503
