@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -177,9 +178,7 @@ class Runtime:
             for name in ("server", "database", "state", "ledger", "observability")
             if getattr(config, name) != getattr(self.config, name)
         ]
-        if {n: m.fleet for n, m in config.models.items()} != {
-            n: m.fleet for n, m in self.config.models.items()
-        }:
+        if _fleet_shape(config) != _fleet_shape(self.config):
             restart.append("models.*.fleet")
         self.config = config
         return restart
@@ -240,6 +239,16 @@ def _policy(
     gate = PolicyGate(config, registry, budgets, limits)
     router = Router(config.routing, registry, classifier, latency)
     return prices, registry, adapters, executor, gate, router
+
+
+def _fleet_shape(config: Config) -> dict[str, Any]:
+    """What the running fleets were built from: each fleet model's settings, deployments and their
+    providers (a replica added, moved or no longer self-hosted needs the fleets rebuilt)."""
+    return {
+        name: (model.fleet, model.deployments, [config.providers.get(d.provider) for d in model.deployments])
+        for name, model in config.models.items()
+        if model.fleet is not None
+    }
 
 
 def _spent_from(engine: AsyncEngine) -> SpendLookup:

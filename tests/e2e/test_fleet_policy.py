@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack
+from typing import Any
 
 import httpx
 import pytest
 
+from gateway.config import Config
 from gateway.config_loader import build_config
 from gateway.sandbox_launcher import free_port
 from sandbox.config import SandboxConfig
@@ -140,3 +142,35 @@ def test_a_fleet_with_no_healthy_replica_and_nowhere_to_go_answers_503(
         assert answer.status_code == 503, answer.text
         assert answer.json()["error"]["code"] == "no_deployment"
         assert server.ledger_row(answer.headers["x-request-id"])["status"] == 503
+
+
+def test_a_reload_that_changes_a_fleets_replicas_asks_for_a_restart(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    """The fleets (their scrape loops, load and affinity state) are built once; a reload that adds,
+    moves or un-self-hosts a replica says a restart is needed instead of half-applying it."""
+
+    def settings(
+        *, replicas: int = 1, self_hosted: bool = True, teams: dict[str, Any] | None = None
+    ) -> Config:
+        raw = gateway_settings(
+            sqlite_url, openai_upstream.base_url, vllm_upstream.base_url, teams=teams or {}
+        )
+        raw["providers"]["gpu0"] = {
+            "type": "vllm",
+            "base_url": vllm_upstream.base_url + "/v1",
+            "self_hosted": self_hosted,
+        }
+        raw["providers"]["gpu1"] = {"type": "vllm", "base_url": vllm_upstream.base_url + "/v1"}
+        raw["models"]["llama-fleet"] = {
+            "tier": "local",
+            "deployments": [{"provider": f"gpu{i}", "model": "llama"} for i in range(replicas)],
+            "fleet": FLEET,
+        }
+        return build_config(raw, source="test", environ={})
+
+    with GatewayServer(settings()) as server:
+        runtime = server.runtime
+        assert "models.*.fleet" not in runtime.apply(settings(teams={"new": {}}))
+        assert "models.*.fleet" in runtime.apply(settings(replicas=2))
+        assert "models.*.fleet" in runtime.apply(settings(replicas=2, self_hosted=False))
