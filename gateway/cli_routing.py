@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
+import yaml
+from pydantic import ValidationError
 
-from gateway.config_loader import ConfigError, load_config
+from gateway.config import RoutingConfig, TeamConfig
 from gateway.routing import evaluation
 from gateway.routing.classifier import ComplexityClassifier, WeightsError
 from gateway.routing.features import FEATURE_NAMES, extract_features
@@ -93,7 +95,7 @@ def run(
             classifiers.append(second_stage or load_classifier(second_stage=True))
         rows = read_rows(args.file, split=args.split)
         configured = configured_threshold(getattr(args, "config", None), getattr(args, "team", None))
-    except (OSError, InputError, WeightsError, SecondStageUnavailable, ConfigError) as exc:
+    except (OSError, InputError, WeightsError, SecondStageUnavailable) as exc:
         err.write(f"route-eval: {exc}\n")
         return 1
     if not rows:
@@ -122,19 +124,24 @@ def run(
 
 def configured_threshold(path: Path | None, team: str | None) -> float | None:
     """The score at which the gateway stops using the cheapest tier: the team's own first routing
-    threshold, else the gateway's; None without a config file or without routing tiers."""
+    threshold, else the gateway's; None without a config file or without routing tiers. Only the
+    `routing` and `teams` sections are read, so no provider secret need be set to run this."""
     if path is None:
         if team is not None:
             raise InputError("--team needs --config")
         return None
-    config = load_config(path)
-    if team is not None:
-        spec = config.teams.get(team)
-        if spec is None:
-            raise InputError(f"{path} has no team '{team}'")
-        if spec.routing_thresholds:
-            return spec.routing_thresholds[0]
-    return config.routing.thresholds[0] if config.routing.thresholds else None
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        routing = RoutingConfig.model_validate(raw.get("routing") or {})
+        teams = raw.get("teams") or {}
+        spec = TeamConfig.model_validate(teams[team]) if team is not None and team in teams else None
+    except (yaml.YAMLError, ValidationError, AttributeError) as exc:
+        raise InputError(f"{path}: not a usable gateway config: {exc}") from exc
+    if team is not None and spec is None:
+        raise InputError(f"{path} has no team '{team}'")
+    if spec is not None and spec.routing_thresholds:
+        return spec.routing_thresholds[0]
+    return routing.thresholds[0] if routing.thresholds else None
 
 
 @dataclass(frozen=True)
