@@ -200,9 +200,9 @@ def _self_hosted(config: Config, name: str) -> bool:
 
 
 def _url_port(config: Config, name: str) -> int | None:
-    """The port of a vLLM provider's base URL: where the gateway will look for this replica."""
+    """The port of a self-hosted provider's base URL: where the gateway will look for this replica."""
     provider = config.providers.get(name)
-    if not isinstance(provider, OpenAICompatibleProvider) or provider.type != "vllm":
+    if not isinstance(provider, OpenAICompatibleProvider) or not provider.on_premises:
         return None
     try:
         return urlsplit(provider.base_url).port

@@ -156,7 +156,7 @@ def test_launch_cmd_prints_argv_as_json_and_refuses_bad_flags() -> None:
 CONFIG = """
 providers:
   vllm-a: {type: vllm, base_url: "http://10.0.0.5:8001/v1"}
-  vllm-b: {type: vllm, base_url: "http://10.0.0.6:8002/v1"}
+  vllm-b: {type: openai_compatible, base_url: "http://10.0.0.6:8002/v1", self_hosted: true}
   openai: {type: openai, base_url: "https://api.openai.com/v1", api_key: sk-test}
 models:
   llama-local:
