@@ -128,7 +128,9 @@ async def _metered(
     carried generated text, about one token each on vLLM. The first chunk arrives with the first
     token, so N tokens span N - 1 gaps: short streams read a little fast (at most N / (N - 1)).
     A stream cut short (failed, or closed by the client) is not timed: its end says as much about
-    the cut as about the replica.
+    the cut as about the replica. Chunks are timed as the client's relay reads them, so a client
+    slower than the replica holds the lease longer and lowers the figure: vLLM's engine decodes on
+    while its HTTP response waits, so read it as a lower bound.
     """
     first_ns = last_ns = time.perf_counter_ns()
     usage = first.usage

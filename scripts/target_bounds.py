@@ -47,8 +47,10 @@ def overall(groups: PairGroups) -> float:
 
 def fingerprinted(groups: PairGroups) -> tuple[float, tuple[str, ...]]:
     """The overall AUROC with whole sources ranked in the best order (first = scored highest), the
-    pairs inside each source as scored."""
+    pairs inside each source as scored. Tries every order, so at most eight sources."""
     sources = sorted({s for pair in groups for s in pair})
+    if len(sources) > 8:
+        raise SystemExit(f"{len(sources)} sources: too many orders to try (at most 8)")
     best: tuple[float, tuple[str, ...]] = (-1.0, ())
     for order in permutations(sources):
         rank = {s: k for k, s in enumerate(order)}
@@ -65,6 +67,10 @@ def needed_inside(groups: PairGroups, source: str, target: float = TARGET) -> fl
     inside, _ = groups[source, source]
     rest = sum(n * auc for key, (n, auc) in groups.items() if key != (source, source))
     return (target * pairs - rest) / inside
+
+
+def _reachable(needed: float) -> str:
+    return f"{needed:.3f}" if needed <= 1 else f"{needed:.3f} (unreachable: above 1)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,10 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"overall AUROC as scored: {as_scored:.3f}")
     print(f"with whole sources ranked {' > '.join(order)}: {ceiling:.3f}")
+    if (args.inside, args.inside) not in groups:
+        raise SystemExit(f"{args.inside} has no (complex, simple) pairs inside it: name another --inside")
     inside = groups[args.inside, args.inside][1]
     print(
-        f"AUROC inside {args.inside} needed for {TARGET}: {needed_inside(groups, args.inside):.3f} "
-        f"as scored, {needed_inside(fingerprint, args.inside):.3f} with the sources ranked "
+        f"AUROC inside {args.inside} needed for {TARGET}: {_reachable(needed_inside(groups, args.inside))} "
+        f"as scored, {_reachable(needed_inside(fingerprint, args.inside))} with the sources ranked "
         f"(this router: {inside:.3f})"
     )
     lengths = [extract_features(r.body)[_LENGTH] for r in rows]

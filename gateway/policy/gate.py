@@ -5,6 +5,7 @@ settles with what the request really cost; `abandon` gives everything back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +90,7 @@ class PolicyGate:
             admitted.headers = admitted.admission.headers
         budgets = _budgets(principal, team)
         if budgets:
-            worst = self.worst_case_cost(chat, model, estimated)
+            worst = self.worst_case_cost(chat, model, estimated, allow=admitted.allows)
             admitted.reservation = await self._budgets.reserve(budgets, worst)
             admitted.flags += [f"budget_exceeded:{name}" for name in admitted.reservation.exceeded_soft]
         return admitted
@@ -106,13 +107,21 @@ class PolicyGate:
         if admitted.admission is not None:
             await self._limits.correct(admitted.admission, actual_tokens=0)
 
-    def worst_case_cost(self, chat: ChatRequest, model: Model, prompt_tokens: int) -> int:
-        """The most this request could cost on any deployment it might reach, fallbacks included."""
+    def worst_case_cost(
+        self,
+        chat: ChatRequest,
+        model: Model,
+        prompt_tokens: int,
+        *,
+        allow: Callable[[Model, Deployment], bool] | None = None,
+    ) -> int:
+        """The most this request could cost on any deployment it might reach (fallbacks included,
+        those its team's data policy rules out not)."""
         output = _max_output(chat.body)
         costs = [
             cost_breakdown(d.price, prompt_tokens=prompt_tokens, completion_tokens=output).total_nano
-            for _, d in self._registry.chain(model)
-            if d.price is not None
+            for m, d in self._registry.chain(model)
+            if d.price is not None and (allow is None or allow(m, d))
         ]
         return max(costs, default=0)
 

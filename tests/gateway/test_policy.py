@@ -13,7 +13,10 @@ import pytest
 
 from gateway.config import Config
 from gateway.config_loader import build_config
+from gateway.models import ModelRegistry
+from gateway.policy.gate import Admitted, PolicyGate
 from gateway.sandbox_launcher import free_port
+from providers.types import ChatRequest
 from sandbox.server import SandboxServer
 from tests.conftest import PRICE, gateway_config, gateway_settings
 from tests.harness import GatewayServer
@@ -337,3 +340,33 @@ def test_soft_budget_allows_and_flags_and_key_budget_refuses(
         tight = new_key(server, team_name, budget_daily_nano=1_000_000)  # $0.001 for this key alone
         results = [chat(server.base_url, tight).status_code for _ in range(4)]
         assert results[0] == 200 and 429 in results
+
+
+def test_a_local_only_budget_reserves_what_its_deployments_can_cost(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    """A budget reserves the worst case a request could cost; for a local-only team that is the
+    self-hosted price, never the managed copy's it cannot reach."""
+    settings = gateway_settings(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
+    settings["models"]["mixed"] = {
+        "deployments": [
+            {
+                "provider": "local",
+                "model": "llama",
+                "price": {"input_per_mtok": "0.06", "output_per_mtok": "0.06"},
+            },
+            {"provider": "openai", "model": "gpt-4o-mini", "price": PRICE},
+        ]
+    }
+    config = build_config(settings, source="test", environ={})
+    registry = ModelRegistry(config)
+    gate = PolicyGate(config, registry, budgets=None, limits=None)  # type: ignore[arg-type]
+    body = {"model": "mixed", "messages": SHORT, "max_tokens": 1000}
+    chat_request = ChatRequest(body=body, raw=b"", model="mixed")
+    model = registry.resolve("mixed")
+    assert model is not None
+    private = Admitted(team="private", key_id=None, tags=(), local_only=True)
+    anyone = gate.worst_case_cost(chat_request, model, 1000)
+    local = gate.worst_case_cost(chat_request, model, 1000, allow=private.allows)
+    assert anyone == 3_000_000 + 15_000_000  # 1,000 tokens each way at $3 and $15 per million, in nano-USD
+    assert local == 60_000 + 60_000
