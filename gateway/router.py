@@ -91,12 +91,10 @@ class Router:
         )
         index = bisect.bisect_right(list(thresholds), assessment.score)
         tier = self._order[index]
-        reason = f"score {assessment.score:.2f} -> {tier}" + (
+        model, note = self._tier_model(tier, chat, local_only)
+        reason = f"score {assessment.score:.2f} -> {tier}{note}" + (
             f" ({assessment.reason()})" if assessment.reasons else ""
         )
-        model, note = self._tier_model(tier, chat, local_only)
-        if note:
-            reason = f"score {assessment.score:.2f} -> {tier}{note}"
         return Route(model, tier, reason[:256], assessment.score)
 
     def _self_hosted(self, name: str) -> bool:

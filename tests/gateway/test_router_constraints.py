@@ -99,7 +99,9 @@ def test_an_image_skips_the_text_only_model_and_the_reason_says_why(gateway: Gat
     assert text.headers["x-tollgate-model"] == "llama"
     assert image.headers["x-tollgate-model"] == "gpt-4o-mini"
     row = gateway.ledger_row(image.headers["x-request-id"])
-    assert row["model"] == "gpt-4o-mini" and row["route_reason"].endswith("; needs vision")
+    assert row["model"] == "gpt-4o-mini" and row["route_reason"].startswith(
+        f"score {row['route_score']:.2f} -> local; needs vision ("
+    )
     # Tools it serves: an easy tool call stays local.
     tools = ask(gateway, EASY, tools=[TOOL])
     assert tools.status_code == 200 and tools.headers["x-tollgate-model"] == "llama"
