@@ -155,13 +155,18 @@ class Router:
         models = self._models[tier]
         if len(models) < 2 or self._tiers[tier].order == "listed":
             return models
+        costs = [_cost(m, prompt_tokens, output_tokens, local_only) for m in models]
         latency = self._latency
+        if latency is None or len(set(costs)) == len(costs):  # no tie for latency to break
+            return tuple(m for _, m in sorted(zip(costs, models, strict=True), key=lambda pair: pair[0]))
 
-        def key(model: Model) -> tuple[float, float]:
-            ttfts = [t for d in model.deployments if latency and (t := latency.ttft_ms(d.key)) is not None]
-            return _cost(model, prompt_tokens, output_tokens, local_only), min(ttfts, default=math.inf)
+        def ttft(model: Model) -> float:
+            return min(
+                (t for d in model.deployments if (t := latency.ttft_ms(d.key)) is not None), default=math.inf
+            )
 
-        return tuple(sorted(models, key=key))
+        keyed = sorted(zip(costs, models, strict=True), key=lambda pair: (pair[0], ttft(pair[1])))
+        return tuple(m for _, m in keyed)
 
 
 def _cost(model: Model, prompt_tokens: int, output_tokens: int, local_only: bool) -> float:
