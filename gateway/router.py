@@ -112,6 +112,7 @@ class Router:
         uses = needs(chat.body)
         fitting: list[Model] = []
         able: list[Model] = []
+        answering_tier = tier  # the tier of the first able model: what the client and ledger are told
         for t in self._order[start:]:
             ranked = (
                 self._models[t]
@@ -122,6 +123,8 @@ class Router:
                 if m.context_window >= need:
                     fitting.append(m)
                     if not m.lacks & uses:
+                        if not able:
+                            answering_tier = t
                         able.append(m)
         if not fitting:
             raise InvalidRequest(
@@ -135,8 +138,6 @@ class Router:
             )
         first = able[0]
         # The chain the executor walks: this model, then every other able model, tier by tier.
-        # It answers as the routing tier, which is what the client and the ledger are told.
-        routed_tier = tier if first.name in self._tiers[tier].models else first.tier
         chain = [
             name
             for name in dict.fromkeys((*first.fallbacks, *(m.name for m in able[1:])))
@@ -144,7 +145,7 @@ class Router:
         ]
         skipped = len(able) < len(fitting) and fitting.index(first) > 0
         note = f"; needs {' and '.join(sorted(uses))}" if skipped else ""
-        return replace(first, tier=routed_tier, fallbacks=tuple(chain)), note
+        return replace(first, tier=answering_tier, fallbacks=tuple(chain)), note
 
     def _ranked(
         self, tier: str, prompt_tokens: int, output_tokens: int, local_only: bool

@@ -98,6 +98,7 @@ def test_an_image_skips_the_text_only_model_and_the_reason_says_why(gateway: Gat
     assert text.status_code == image.status_code == 200
     assert text.headers["x-tollgate-model"] == "llama"
     assert image.headers["x-tollgate-model"] == "gpt-4o-mini"
+    assert image.headers["x-tollgate-tier"] == "standard"  # the routing tier that answered
     row = gateway.ledger_row(image.headers["x-request-id"])
     assert row["model"] == "gpt-4o-mini" and row["route_reason"].startswith(
         f"score {row['route_score']:.2f} -> local; needs vision ("
