@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from gateway.config import Config, GpuConfig, ModelConfig, OpenAICompatibleProvider
+from gateway.config import Config, ModelConfig, OpenAICompatibleProvider
 from gateway.config_loader import ConfigError
 from gateway.config_loader import load_config as load_config_file
+from gateway.config_self_hosted import GpuConfig
 from local_backend.launch import LaunchSpec, SpeculativeSpec, launch_command
 
 COMMANDS = frozenset({"launch-cmd"})

@@ -9,7 +9,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from gateway.config import Config, FleetConfig, OpenAICompatibleProvider
+from gateway.config import Config, OpenAICompatibleProvider
+from gateway.config_self_hosted import FleetConfig
 from gateway.models import Deployment, Model
 from local_backend.choice import rank
 from local_backend.fleet import Fleet, Lease, Replica
