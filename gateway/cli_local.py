@@ -76,7 +76,7 @@ def configured_settings(config: Config, name: str, *, replica: int = 0) -> dict[
     launch = model.launch
     deployments = _deployments(name, model)
     # The replicas this can start: the self-hosted deployments (a managed copy of the model is not one).
-    hosted = [d for d in deployments if _self_hosted(config, d[0])]
+    hosted = [d for d in deployments if config.self_hosted(d[0])]
     if launch is None and not hosted:
         raise ValueError(
             f"model '{name}' is not self-hosted: it has no 'launch' section and no self-hosted deployment"
@@ -193,11 +193,6 @@ def _deployments(name: str, model: ModelConfig) -> list[tuple[str, str, GpuConfi
         return [(d.provider, d.model, d.gpu) for d in model.deployments]
     assert model.provider is not None  # the config model requires one of the two
     return [(model.provider, model.upstream_model or name, None)]
-
-
-def _self_hosted(config: Config, name: str) -> bool:
-    provider = config.providers.get(name)
-    return provider is not None and provider.on_premises
 
 
 def _url_port(config: Config, name: str) -> int | None:

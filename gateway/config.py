@@ -395,3 +395,8 @@ class Config(Strict):
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
     aliases: dict[str, str] = Field(default_factory=dict)
+
+    def self_hosted(self, provider: str) -> bool:
+        """Whether the named provider keeps prompts on infrastructure you run (see `self_hosted`)."""
+        spec = self.providers.get(provider)
+        return spec is not None and spec.on_premises

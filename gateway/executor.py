@@ -21,7 +21,7 @@ from gateway.config import ResilienceConfig
 from gateway.errors import GatewayError, NoDeployment
 from gateway.fleets import Fleets, Stream, hold, prompt_prefix
 from gateway.latency import LatencyBook
-from gateway.models import Deployment, Model, ModelRegistry
+from gateway.models import Allow, Deployment, Model, ModelRegistry, usable
 from gateway.redaction import Redactor
 from gateway.resilience.backoff import plan_delay
 from gateway.resilience.breaker import CircuitBreakers
@@ -43,8 +43,6 @@ Attempt = Callable[[Adapter, Target], Awaitable[T]]
 # Takes a fleet replica's lease over once an attempt has answered (a stream: until it ends), given
 # when the attempt started (perf_counter_ns). Without one the lease ends with the attempt.
 Settle = Callable[[T, Lease, int], Awaitable[T]]
-# Which deployments this request may be answered by (a team's data policy); None: any.
-Allow = Callable[[Model, Deployment], bool] | None
 
 
 class DeadlineExceeded(GatewayError):
@@ -160,7 +158,7 @@ class Executor:
                 raise
             if self._latency is not None:
                 ttft_ms = (time.perf_counter_ns() - started) / 1e6
-                self._latency.observe(f"{target.provider}/{target.upstream_model}", ttft_ms)
+                self._latency.observe(target.key, ttft_ms)
             return first, chunks
 
         return await self._run(model, deadline, trace, once, allow, self._prefix(chat), settle=_held)
@@ -183,12 +181,12 @@ class Executor:
         chain = self._registry.chain(model)
         if self._fleets is not None and prefix is not None:
             ordered = _by_fleet(chain, self._fleets, prefix)
-            if not any(allow is None or allow(m, d) for m, d in ordered):
+            if not usable(ordered, allow):
                 # Spilling would leave this request nowhere to go (no fallbacks, or none its team's
                 # data policy allows): it queues on the fleet instead.
                 ordered = _by_fleet(chain, self._fleets, prefix, spill=False)
             chain = ordered
-        if not any(allow is None or allow(m, d) for m, d in chain):
+        if not usable(chain, allow):
             raise NoDeployment(
                 f"no deployment of '{model.name}' that this request may use is available (no healthy "
                 "replica, or none its team's data policy allows); try again shortly"

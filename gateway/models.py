@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ class Deployment:
     @property
     def key(self) -> str:
         """Names this deployment in breaker state and in the ledger: `provider/upstream-model`."""
-        return f"{self.target.provider}/{self.target.upstream_model}"
+        return self.target.key
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,15 @@ class Model:
     deadline_seconds: float | None = None
     # Of tools, json_schema and vision, what it is known not to serve (see `gateway.capabilities`).
     lacks: frozenset[str] = frozenset()
+
+
+# Which deployments a request may be answered by (its team's data policy: `Admitted.allows`); None: any.
+Allow = Callable[[Model, Deployment], bool] | None
+
+
+def usable(chain: list[tuple[Model, Deployment]], allow: Allow) -> bool:
+    """Whether any deployment of this chain may answer."""
+    return any(allow is None or allow(m, d) for m, d in chain)
 
 
 class ModelRegistry:
@@ -62,7 +72,7 @@ class ModelRegistry:
                     Deployment(
                         target=Target(provider=d.provider, upstream_model=d.model),
                         price=_price(config, prices, d, default=default_price, public=name),
-                        self_hosted=_on_premises(config, d.provider),
+                        self_hosted=config.self_hosted(d.provider),
                     )
                     for d in deployments
                 ),
@@ -101,11 +111,6 @@ class ModelRegistry:
 def _table_entry(config: Config, prices: PriceBook, deployment: DeploymentConfig) -> dict[str, Any] | None:
     spec = config.providers.get(deployment.provider)
     return prices.catalog.entry(deployment.model, provider=spec.type if spec is not None else None)
-
-
-def _on_premises(config: Config, provider: str) -> bool:
-    spec = config.providers.get(provider)
-    return spec is not None and spec.on_premises
 
 
 def _price(

@@ -58,6 +58,15 @@ class Router:
             for tier in config.tiers
         }
         self._order = [tier.name for tier in config.tiers]
+        # Where a local-only team's requests go: the first tier whose models are all self-hosted.
+        self._self_hosted_tier = next(
+            (
+                t
+                for t in self._order
+                if all(any(d.self_hosted for d in m.deployments) for m in self._models[t])
+            ),
+            None,
+        )
 
     def is_auto(self, name: str) -> bool:
         return bool(self._config.tiers) and name == self._config.auto_model
@@ -80,11 +89,9 @@ class Router:
                 raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
             model, note = self._tier_model(forced, chat, local_only)
             return Route(model, forced, f"forced by {TIER_HEADER}{note}")
-        if local_only:
-            local = [t for t in self._order if all(self._self_hosted(m) for m in self._tiers[t].models)]
-            if local:
-                model, note = self._tier_model(local[0], chat, local_only)
-                return Route(model, local[0], f"data policy: local-only{note}")
+        if local_only and self._self_hosted_tier is not None:
+            model, note = self._tier_model(self._self_hosted_tier, chat, local_only)
+            return Route(model, self._self_hosted_tier, f"data policy: local-only{note}")
         assessment = self._classifier.assess(chat.body)
         thresholds = (team.routing_thresholds if team and team.routing_thresholds is not None else None) or (
             self._config.thresholds
@@ -96,10 +103,6 @@ class Router:
             f" ({assessment.reason()})" if assessment.reasons else ""
         )
         return Route(model, tier, reason[:256], assessment.score)
-
-    def _self_hosted(self, name: str) -> bool:
-        model = self._registry.resolve(name)
-        return model is not None and any(d.self_hosted for d in model.deployments)
 
     def _tier_model(self, tier: str, chat: ChatRequest, local_only: bool) -> tuple[Model, str]:
         """The tier's best model that can serve the request, falling back through the rest of the

@@ -74,6 +74,11 @@ class Target:
     provider: str
     upstream_model: str
 
+    @property
+    def key(self) -> str:
+        """Names it in breaker state, latency figures and the ledger: `provider/upstream-model`."""
+        return f"{self.provider}/{self.upstream_model}"
+
 
 @dataclass(slots=True)
 class Completion:

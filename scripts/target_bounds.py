@@ -45,20 +45,20 @@ def overall(groups: PairGroups) -> float:
     return sum(n * auc for n, auc in groups.values()) / pairs
 
 
+def ranked_by_source(groups: PairGroups, order: tuple[str, ...]) -> PairGroups:
+    """The pair groups when whole sources are ranked in `order` (first = scored highest): pairs
+    across sources won or lost outright, pairs inside a source as scored."""
+    rank = {s: k for k, s in enumerate(order)}
+    return {(c, s): (n, auc if c == s else float(rank[c] < rank[s])) for (c, s), (n, auc) in groups.items()}
+
+
 def fingerprinted(groups: PairGroups) -> tuple[float, tuple[str, ...]]:
-    """The overall AUROC with whole sources ranked in the best order (first = scored highest), the
-    pairs inside each source as scored. Tries every order, so at most eight sources."""
+    """The best overall AUROC over every order of whole sources, and that order. Tries every
+    order, so at most eight sources."""
     sources = sorted({s for pair in groups for s in pair})
     if len(sources) > 8:
         raise SystemExit(f"{len(sources)} sources: too many orders to try (at most 8)")
-    best: tuple[float, tuple[str, ...]] = (-1.0, ())
-    for order in permutations(sources):
-        rank = {s: k for k, s in enumerate(order)}
-        ranked = {
-            (c, s): (n, auc if c == s else float(rank[c] < rank[s])) for (c, s), (n, auc) in groups.items()
-        }
-        best = max(best, (overall(ranked), order))
-    return best
+    return max((overall(ranked_by_source(groups, order)), order) for order in permutations(sources))
 
 
 def needed_inside(groups: PairGroups, source: str, target: float = TARGET) -> float:
@@ -96,10 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {c:16} {s:16} {n:6} {n / pairs:6.1%} {auc:6.3f}")
     as_scored = overall(groups)
     ceiling, order = fingerprinted(groups)
-    fingerprint = {
-        (c, s): (n, auc if c == s else float(order.index(c) < order.index(s)))
-        for (c, s), (n, auc) in groups.items()
-    }
+    fingerprint = ranked_by_source(groups, order)
     print(f"overall AUROC as scored: {as_scored:.3f}")
     print(f"with whole sources ranked {' > '.join(order)}: {ceiling:.3f}")
     if (args.inside, args.inside) not in groups:

@@ -5,12 +5,11 @@ settles with what the request really cost; `abandon` gives everything back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import Config, TeamCacheConfig, TeamConfig
-from gateway.models import Deployment, Model, ModelRegistry
+from gateway.models import Allow, Deployment, Model, ModelRegistry
 from gateway.policy.budgets import DAY, MONTH, Budget, Budgets, Reservation
 from gateway.policy.limits import Admission, Limit, RateLimits
 from gateway.policy.principal import PermissionDenied, Principal
@@ -113,7 +112,7 @@ class PolicyGate:
         model: Model,
         prompt_tokens: int,
         *,
-        allow: Callable[[Model, Deployment], bool] | None = None,
+        allow: Allow = None,
     ) -> int:
         """The most this request could cost on any deployment it might reach (fallbacks included,
         those its team's data policy rules out not)."""

@@ -12,8 +12,8 @@ from gateway.accounting.record import RequestRecord
 from gateway.cache_key import is_cacheable, response_cache_key
 from gateway.config import TeamCacheConfig
 from gateway.errors import describe
-from gateway.executor import Allow, Trace
-from gateway.models import Model
+from gateway.executor import Trace
+from gateway.models import Allow, Model, usable
 from gateway.policy.principal import Principal
 from gateway.response_cache import CachedAnswer
 from gateway.routes.outcome import attribute, bill, close_record
@@ -88,11 +88,7 @@ async def _question_vector(
     text = question_text(chat.body)
     name = runtime.config.cache.semantic.embedding_model
     model = runtime.registry.resolve(name) if name else None
-    if (
-        not text
-        or model is None
-        or (allow is not None and not any(allow(m, d) for m, d in runtime.registry.chain(model)))
-    ):
+    if not text or model is None or not usable(runtime.registry.chain(model), allow):
         return None  # nothing to embed with, or nowhere this team's question may go
     record = RequestRecord.begin(id=os.urandom(16).hex(), client_request_id=None, endpoint="embeddings")
     record.requested_model, record.team, record.key_id = model.name, principal.team, principal.key_id
