@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from sandbox.server import SandboxServer
 from tests.harness import GatewayServer
 from tests.services import scratch_postgres_database
 
+# `sandbox_settings(**overrides)`: the test config as a dict, ready for `build_config`.
+SettingsFactory = Callable[..., dict[str, Any]]
 # $3 / $15 per million tokens: the worked example every user can check by hand.
 PRICE = {"input_per_mtok": "3", "output_per_mtok": "15", "cached_input_per_mtok": "0.30"}
 
@@ -114,6 +117,14 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite+aiosqlite:///{path}"
     run_migrations(url)
     return url
+
+
+@pytest.fixture(scope="module")
+def sandbox_settings(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> SettingsFactory:
+    """`gateway_settings` for this module's database and the sandbox upstreams: pass the overrides."""
+    return functools.partial(gateway_settings, sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from gateway.config_loader import build_config
 from gateway.sandbox_launcher import free_port
 from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer
-from tests.conftest import PRICE, gateway_settings
+from tests.conftest import PRICE, SettingsFactory
 from tests.e2e.test_fleet import body, calls, queued
 from tests.harness import GatewayServer
 
@@ -38,15 +38,9 @@ def replicas() -> Iterator[dict[str, SandboxServer]]:
 
 
 def test_a_full_fleet_spills_ordinary_work_but_not_local_only_work(
-    replicas: dict[str, SandboxServer],
-    sqlite_url: str,
-    openai_upstream: SandboxServer,
-    vllm_upstream: SandboxServer,
+    replicas: dict[str, SandboxServer], openai_upstream: SandboxServer, sandbox_settings: SettingsFactory
 ) -> None:
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+    settings = sandbox_settings(
         auth={"admin_key": "adm"},
         teams={"private": {"data_policy": "local-only"}, "open": {}},
     )
@@ -115,12 +109,9 @@ def test_a_full_fleet_spills_ordinary_work_but_not_local_only_work(
 
 
 def test_a_fleet_with_no_healthy_replica_and_nowhere_to_go_answers_503(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+    sandbox_settings: SettingsFactory,
 ) -> None:
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+    settings = sandbox_settings(
         auth={"admin_key": "adm"},
         teams={"t": {}},
     )
@@ -145,7 +136,7 @@ def test_a_fleet_with_no_healthy_replica_and_nowhere_to_go_answers_503(
 
 
 def test_a_reload_that_changes_a_fleets_replicas_asks_for_a_restart(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+    vllm_upstream: SandboxServer, sandbox_settings: SettingsFactory
 ) -> None:
     """The fleets (their scrape loops, load and affinity state) are built once; a reload that adds,
     moves or un-self-hosts a replica says a restart is needed instead of half-applying it."""
@@ -153,9 +144,7 @@ def test_a_reload_that_changes_a_fleets_replicas_asks_for_a_restart(
     def settings(
         *, replicas: int = 1, self_hosted: bool = True, teams: dict[str, Any] | None = None
     ) -> Config:
-        raw = gateway_settings(
-            sqlite_url, openai_upstream.base_url, vllm_upstream.base_url, teams=teams or {}
-        )
+        raw = sandbox_settings(teams=teams or {})
         raw["providers"]["gpu0"] = {
             "type": "vllm",
             "base_url": vllm_upstream.base_url + "/v1",

@@ -18,7 +18,7 @@ from gateway.policy.gate import Admitted, PolicyGate
 from gateway.sandbox_launcher import free_port
 from providers.types import ChatRequest
 from sandbox.server import SandboxServer
-from tests.conftest import PRICE, gateway_config, gateway_settings
+from tests.conftest import PRICE, SettingsFactory, gateway_config
 from tests.harness import GatewayServer
 from tests.services import require_redis
 
@@ -117,15 +117,12 @@ def test_models_tiers_and_data_policy(
 
 
 def test_local_only_never_reaches_a_managed_deployment_of_a_local_model(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+    openai_upstream: SandboxServer, vllm_upstream: SandboxServer, sandbox_settings: SettingsFactory
 ) -> None:
     """A `local`-tier model may also have a managed-cloud copy (tollgate.example.yaml's Llama on
     Together). Its self-hosted replica down, a local-only team gets an error; any other team gets
     the managed copy. What the managed upstream saw is the proof."""
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+    settings = sandbox_settings(
         auth={"admin_key": ADMIN},
         teams={"private": {"data_policy": "local-only"}, "open": {}},
     )
@@ -169,14 +166,11 @@ def test_local_only_never_reaches_a_managed_deployment_of_a_local_model(
 
 
 def test_the_semantic_cache_never_embeds_a_local_only_question_off_the_fleet(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+    openai_upstream: SandboxServer, sandbox_settings: SettingsFactory
 ) -> None:
     """The semantic cache sends the question to its embedding model: for a local-only team that
     call must stay on the fleet too (here the embedding model is managed, so it is skipped)."""
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+    settings = sandbox_settings(
         auth={"admin_key": ADMIN},
         teams={"private": {"data_policy": "local-only"}, "open": {}},
         cache={"semantic": {"enabled": True, "embedding_model": "emb"}},
@@ -343,11 +337,11 @@ def test_soft_budget_allows_and_flags_and_key_budget_refuses(
 
 
 def test_a_local_only_budget_reserves_what_its_deployments_can_cost(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+    sandbox_settings: SettingsFactory,
 ) -> None:
     """A budget reserves the worst case a request could cost; for a local-only team that is the
     self-hosted price, never the managed copy's it cannot reach."""
-    settings = gateway_settings(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
+    settings = sandbox_settings()
     settings["models"]["mixed"] = {
         "deployments": [
             {

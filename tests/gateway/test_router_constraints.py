@@ -21,7 +21,7 @@ from pricing.book import PriceBook
 from pricing.catalog import PriceCatalog
 from providers.types import ChatRequest
 from sandbox.server import SandboxServer
-from tests.conftest import PRICE, gateway_config, gateway_settings
+from tests.conftest import PRICE, SettingsFactory, gateway_config
 from tests.harness import GatewayServer
 
 CHEAP = {"input_per_mtok": "0.15", "output_per_mtok": "0.60"}
@@ -63,13 +63,8 @@ def test_the_registry_reads_capabilities_from_litellms_table(
 
 
 @pytest.fixture(scope="module")
-def gateway(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
-) -> Iterator[GatewayServer]:
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+def gateway(sandbox_settings: SettingsFactory) -> Iterator[GatewayServer]:
+    settings = sandbox_settings(
         routing={
             "tiers": [
                 {"name": "local", "models": ["llama"]},
@@ -117,13 +112,8 @@ def test_the_cheapest_able_model_of_the_tier_answers_unless_the_tier_is_listed(
     assert listed.status_code == 200 and listed.headers["x-tollgate-model"] == "pricey"
 
 
-def test_no_able_model_is_a_clear_400(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
-) -> None:
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+def test_no_able_model_is_a_clear_400(sandbox_settings: SettingsFactory) -> None:
+    settings = sandbox_settings(
         routing={"tiers": [{"name": "local", "models": ["llama"]}], "thresholds": []},
     )
     settings["models"]["llama"]["capabilities"] = []
@@ -146,13 +136,8 @@ def test_latency_book_keeps_a_recent_ewma() -> None:
     assert book.ttft_ms("openai/gpt-4o-mini") is None  # stale: nobody streamed from it lately
 
 
-def test_equally_priced_models_rank_the_faster_first(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
-) -> None:
-    settings = gateway_settings(
-        sqlite_url,
-        openai_upstream.base_url,
-        vllm_upstream.base_url,
+def test_equally_priced_models_rank_the_faster_first(sandbox_settings: SettingsFactory) -> None:
+    settings = sandbox_settings(
         routing={"tiers": [{"name": "standard", "models": ["gpt-4o-mini", "renamed"]}], "thresholds": []},
     )
     config = build_config(settings, source="test", environ={})
@@ -192,12 +177,10 @@ def _router_for(settings: dict[str, Any], tier: list[str]) -> Router:
     return Router(config.routing, ModelRegistry(config), ComplexityClassifier.load())
 
 
-def test_a_model_is_priced_by_the_deployment_that_will_answer(
-    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
-) -> None:
+def test_a_model_is_priced_by_the_deployment_that_will_answer(sandbox_settings: SettingsFactory) -> None:
     """The executor tries a model's deployments in order, so the first one the team may use is
     what the request costs; a self-hosted deployment without a price costs nothing more."""
-    settings = gateway_settings(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url)
+    settings = sandbox_settings()
     dear = {"input_per_mtok": "5", "output_per_mtok": "15"}
     settings["models"].update(
         {
