@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.cache_key import is_cacheable, response_cache_key
-from gateway.response_cache import CachedAnswer, ResponseCache
+from gateway.caching.keys import is_cacheable, response_cache_key
+from gateway.caching.response_cache import CachedAnswer, ResponseCache
 from gateway.state.memory import MemoryStateStore
 from pricing.cost import cost_breakdown
 from pricing.money import NANO_PER_USD

@@ -21,10 +21,10 @@ from benchmarks.ledgers import (
     postgres_reachable,
     sqlite_ledger,
 )
+from gateway.accounting.database import create_engine, run_migrations
 from gateway.accounting.record import RequestRecord
 from gateway.accounting.spool import Spool
 from gateway.accounting.writer import LedgerWriter
-from gateway.database import create_engine, run_migrations
 from pricing.price import Price
 from providers.types import Usage
 

@@ -16,16 +16,16 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from gateway import dashboard
-from gateway.config import Config
-from gateway.database import resolve_database_url
+from gateway.accounting.database import resolve_database_url
+from gateway.config.reload import ConfigWatcher
+from gateway.config.schema import Config
 from gateway.errors import GatewayError, describe, error_body
-from gateway.hot_path import TollgateApp
-from gateway.redaction import install_access_log_filter
-from gateway.reload import ConfigWatcher
-from gateway.request_id import RequestIdMiddleware
+from gateway.http.hot_path import TollgateApp
+from gateway.http.request_id import RequestIdMiddleware
+from gateway.http.security_headers import CorsTollgateApp, SecurityHeadersMiddleware
+from gateway.observability.redaction import install_access_log_filter
 from gateway.routes import admin, chat, embeddings, meta, spend
 from gateway.runtime import Runtime
-from gateway.web_security import CorsTollgateApp, SecurityHeadersMiddleware
 
 log = logging.getLogger("tollgate")
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.capabilities import lacking
-from gateway.config import Config, DeploymentConfig
+from gateway.config.schema import Config, DeploymentConfig
+from gateway.routing.capabilities import lacking
 from pricing.book import PriceBook
 from pricing.catalog import PriceCatalog
 from pricing.price import Price
@@ -36,7 +36,7 @@ class Model:
     owned_by: str
     fallbacks: tuple[str, ...] = ()
     deadline_seconds: float | None = None
-    # Of tools, json_schema and vision, what it is known not to serve (see `gateway.capabilities`).
+    # Of tools, json_schema and vision, what it is known not to serve (see `gateway.routing.capabilities`).
     lacks: frozenset[str] = frozenset()
 
 

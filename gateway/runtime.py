@@ -15,34 +15,34 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.accounting.database import create_engine
 from gateway.accounting.spend import period_spend
 from gateway.accounting.spool import Spool
 from gateway.accounting.writer import LedgerWriter
-from gateway.config import Config
-from gateway.database import create_engine
-from gateway.executor import Executor
-from gateway.fleet_metrics import FleetCollector
-from gateway.fleets import Fleets
-from gateway.latency import LatencyBook
-from gateway.metrics import Metrics
+from gateway.caching.response_cache import ResponseCache
+from gateway.caching.semantic import SemanticIndex
+from gateway.config.schema import Config
+from gateway.execution.breaker import CircuitBreakers
+from gateway.execution.executor import Executor
+from gateway.execution.fleets import Fleets
+from gateway.execution.idempotency import IdempotencyKeys
+from gateway.execution.latency import LatencyBook
+from gateway.execution.retry_budget import RetryBudget
+from gateway.execution.upstreams import build_adapters, create_http_client
 from gateway.models import ModelRegistry, price_book
+from gateway.observability.fleet_metrics import FleetCollector
+from gateway.observability.metrics import Metrics
+from gateway.observability.redaction import Redactor
+from gateway.observability.tracing import Tracing
 from gateway.policy.budgets import Budgets, SpendLookup
 from gateway.policy.gate import PolicyGate
 from gateway.policy.key_store import KeyStore
 from gateway.policy.limits import RateLimits
-from gateway.redaction import Redactor
-from gateway.resilience.breaker import CircuitBreakers
-from gateway.resilience.budget import RetryBudget
-from gateway.resilience.idempotency import IdempotencyKeys
-from gateway.response_cache import ResponseCache
-from gateway.router import Router
 from gateway.routing.classifier import ComplexityClassifier
+from gateway.routing.router import Router
 from gateway.routing.second_stage import load_classifier
-from gateway.semantic_cache import SemanticIndex
 from gateway.state.memory import MemoryStateStore
 from gateway.state.store import StateStore
-from gateway.tracing import Tracing
-from gateway.upstreams import build_adapters, create_http_client
 from pricing.book import PriceBook
 from providers.adapter import Adapter
 from providers.http import UpstreamHTTP
@@ -55,7 +55,7 @@ def create_state_store(config: Config, environ: Mapping[str, str]) -> StateStore
     url = environ.get(REDIS_URL_ENV) or (config.state.redis_url if config.state.backend == "redis" else None)
     if url:
         # Imported only here: redis-py costs a gateway without Redis ~10 MB of RSS and start-up time.
-        from gateway.state.fallback import FallbackStateStore
+        from gateway.state.failover import FallbackStateStore
         from gateway.state.redis_store import UNREACHABLE, RedisStateStore
 
         shared = RedisStateStore.from_url(url, prefix=config.state.prefix)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from fastapi import FastAPI
 
-from gateway.config import Config
+from gateway.config.schema import Config
 
 SPEC_ENV = "TOLLGATE_WORKER_SPEC"
 APP_FACTORY = "gateway.workers:create_worker_app"
@@ -157,7 +157,7 @@ def serve_workers(spec: WorkerSpec, options: dict[str, Any], *, shared_state: bo
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
-    from gateway.worker_metrics import MULTIPROC_ENV, metrics_directory
+    from gateway.observability.worker_metrics import MULTIPROC_ENV, metrics_directory
 
     with metrics_directory(os.environ) as directory:
         # Spawned workers inherit this environment: prometheus-client reads its variable at import.
@@ -196,9 +196,9 @@ def serve_workers(spec: WorkerSpec, options: dict[str, Any], *, shared_state: bo
 def create_worker_app() -> FastAPI:
     """The uvicorn factory each worker process calls (`factory=True`)."""
     from gateway.app import create_app
-    from gateway.config_loader import load_config
-    from gateway.defaults import embedded_config
-    from gateway.worker_metrics import serve_shared_metrics
+    from gateway.config.defaults import embedded_config
+    from gateway.config.loader import load_config
+    from gateway.observability.worker_metrics import serve_shared_metrics
 
     spec = WorkerSpec.from_env(os.environ)
     _configure_logging(spec.log_level)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.cli_routing import read_rows  # noqa: E402
+from gateway.cli.routing import read_rows  # noqa: E402
 from gateway.routing import evaluation  # noqa: E402
 from gateway.routing.features import FEATURE_NAMES, extract_features  # noqa: E402
 

@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
-from gateway.config import Config
-from gateway.config_loader import build_config
-from gateway.database import run_migrations
-from gateway.sandbox_launcher import free_port
+from gateway.accounting.database import run_migrations
+from gateway.cli.sandbox_launcher import free_port
+from gateway.config.loader import build_config
+from gateway.config.schema import Config
 from sandbox.server import SandboxServer
 from tests.harness import GatewayServer
 from tests.services import scratch_postgres_database

@@ -13,9 +13,9 @@ from sqlalchemy import select
 
 from gateway.accounting.schema import requests
 from gateway.app import create_app
-from gateway.config import Config
+from gateway.cli.sandbox_launcher import free_port
+from gateway.config.schema import Config
 from gateway.runtime import Runtime
-from gateway.sandbox_launcher import free_port
 from gateway.state.memory import MemoryStateStore
 
 T = TypeVar("T")

@@ -1,1 +1,2 @@
-"""Accounting: the ledger schema, the row built for each request, and the batched writer."""
+"""Accounting: the database engine and schema, the ledger row built for each request, its cost, the
+batched writer with its spool, spend queries and retention."""

@@ -19,11 +19,11 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, Inter
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from gateway.accounting.database import ping
 from gateway.accounting.record import RequestRecord
 from gateway.accounting.retention import apply_retention, ensure_partitions
 from gateway.accounting.rows import insert_rows
 from gateway.accounting.spool import Spool
-from gateway.database import ping
 
 log = logging.getLogger("tollgate.ledger")
 

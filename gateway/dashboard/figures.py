@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.accounting.insights import key_labels, latency_by_model, request_rates
 from gateway.accounting.spend import parse_group_by, query_spend, totals
-from gateway.config import TeamConfig
+from gateway.config.schema import TeamConfig
 from gateway.dashboard.scope import Scope
 from gateway.errors import InvalidRequest
 from gateway.routes.spend import present

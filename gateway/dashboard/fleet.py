@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.config import Config
-from gateway.config_self_hosted import GpuConfig
+from gateway.config.schema import Config
+from gateway.config.self_hosted import GpuConfig
 from gateway.dashboard.figures import spend_rows
 from gateway.dashboard.scope import Scope
 from gateway.models import Deployment, ModelRegistry

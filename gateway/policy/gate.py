@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import Config, TeamCacheConfig, TeamConfig
+from gateway.config.schema import Config, TeamCacheConfig, TeamConfig
 from gateway.models import Allow, Deployment, Model, ModelRegistry
 from gateway.policy.budgets import DAY, MONTH, Budget, Budgets, Reservation
 from gateway.policy.limits import Admission, Limit, RateLimits

@@ -1,1 +1,2 @@
-"""HTTP routes: the OpenAI-compatible ingress, model listing and health probes."""
+"""HTTP routes: the OpenAI-compatible ingress (chat, messages, embeddings), their body parsing, the
+settlement that closes every request, admin and spend APIs, model listing and health probes."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from gateway.errors import InvalidRequest, PayloadTooLarge
-from gateway.headers import request_headers
+from gateway.http.headers import request_headers
 
 
 async def read_body(request: Request, limit: int) -> bytes:

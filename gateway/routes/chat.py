@@ -19,19 +19,18 @@ from starlette.responses import Response
 
 from gateway.accounting.estimate import estimate_usage, with_generated
 from gateway.accounting.record import RequestRecord
+from gateway.caching.lookup import MISS, CacheLookup, look_up, prepare_prompt_caching, remember
+from gateway.caching.response_cache import CachedAnswer, from_stream, replay_chunks
 from gateway.errors import InvalidRequest, UnknownModel, describe
-from gateway.executor import Trace
-from gateway.headers import request_headers
+from gateway.execution.executor import Trace
+from gateway.execution.idempotency import StoredResponse, fingerprint
+from gateway.http.headers import request_headers
+from gateway.http.relay_response import RelayResponse
+from gateway.http.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.models import Model
 from gateway.policy.gate import Admitted, PolicyGate
 from gateway.policy.principal import Principal, authenticate
-from gateway.relay_response import RelayResponse
-from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
-from gateway.resilience.idempotency import StoredResponse, fingerprint
-from gateway.response_cache import CachedAnswer, from_stream, replay_chunks
-from gateway.router import TIER_HEADER
 from gateway.routes.body import read_body
-from gateway.routes.caching import MISS, CacheLookup, look_up, prepare_prompt_caching, remember
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
 from gateway.routes.outcome import (
     TAGS_HEADER,
@@ -43,6 +42,7 @@ from gateway.routes.outcome import (
     request_deadline,
     response_headers,
 )
+from gateway.routing.router import TIER_HEADER
 from gateway.runtime import Runtime
 from pricing.money import format_usd
 from providers.errors import ProviderError

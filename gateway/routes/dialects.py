@@ -8,8 +8,8 @@ from typing import Protocol
 
 import orjson
 
-from gateway.chat_request import check_nesting, parse_chat_request
 from gateway.errors import InvalidRequest, describe
+from gateway.routes.chat_request import check_nesting, parse_chat_request
 from providers.anthropic.ingress import (
     encode_events,
     from_anthropic_request,

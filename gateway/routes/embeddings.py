@@ -9,15 +9,15 @@ from starlette.responses import Response
 
 from gateway.accounting.estimate import count_all
 from gateway.accounting.record import RequestRecord
-from gateway.embedding_request import input_texts, parse_embedding_request
 from gateway.errors import UnknownModel
-from gateway.executor import Trace
-from gateway.headers import request_headers
+from gateway.execution.executor import Trace
+from gateway.http.headers import request_headers
+from gateway.http.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.policy.gate import Admitted
 from gateway.policy.principal import authenticate
-from gateway.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.routes.body import read_body
 from gateway.routes.dialects import OPENAI_CHAT
+from gateway.routes.embedding_request import input_texts, parse_embedding_request
 from gateway.routes.outcome import (
     TAGS_HEADER,
     attribute,

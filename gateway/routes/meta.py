@@ -7,9 +7,9 @@ import asyncio
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from gateway.database import ping
+from gateway.accounting.database import ping
 from gateway.runtime import Runtime
-from gateway.state.fallback import FallbackStateStore
+from gateway.state.failover import FallbackStateStore
 
 router = APIRouter()
 

@@ -11,8 +11,8 @@ from starlette.responses import Response
 
 from gateway.accounting.record import RequestRecord
 from gateway.errors import InvalidRequest
-from gateway.executor import Trace
-from gateway.headers import request_headers
+from gateway.execution.executor import Trace
+from gateway.http.headers import request_headers
 from gateway.models import Model
 from gateway.routes.dialects import Dialect
 from gateway.runtime import Runtime

@@ -19,7 +19,7 @@ from gateway.accounting.spend import (
     query_spend,
     totals,
 )
-from gateway.headers import request_headers
+from gateway.http.headers import request_headers
 from gateway.policy.principal import authenticate, require_team
 from gateway.runtime import Runtime
 from pricing.money import format_usd

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import Config
-from gateway.config_loader import build_config
+from gateway.config.loader import build_config
+from gateway.config.schema import Config
 from sandbox.server import SandboxServer
 from tests.chaos.scenario import HEADER, RESULTS
 from tests.conftest import gateway_settings

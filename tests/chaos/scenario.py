@@ -21,8 +21,8 @@ import orjson
 import uvicorn
 import uvloop
 
-from gateway.config import Config
-from gateway.http_guard import uvicorn_settings
+from gateway.config.schema import Config
+from gateway.http.guard import uvicorn_settings
 from tests.harness import GatewayServer
 
 T = TypeVar("T")

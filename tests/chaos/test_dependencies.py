@@ -17,7 +17,7 @@ import orjson
 import pytest
 import yaml
 
-from gateway.config_loader import build_config, load_config
+from gateway.config.loader import build_config, load_config
 from sandbox.server import SandboxServer
 from tests.chaos.conftest import ChaosSettings
 from tests.chaos.scenario import (

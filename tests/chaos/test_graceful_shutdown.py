@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from gateway.accounting.schema import requests
-from gateway.sandbox_launcher import free_port
+from gateway.cli.sandbox_launcher import free_port
 from sandbox.server import SandboxServer
 from tests.chaos.conftest import ChaosSettings
 from tests.chaos.scenario import Answer, Tally, WellBehaved, answers_200, wait_until
@@ -77,7 +77,7 @@ def test_sigterm_under_load_drains_streams_and_loses_no_row(
     path.write_text(yaml.safe_dump(settings))
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--host", "127.0.0.1"]
+    serve = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(path), "--host", "127.0.0.1"]
     log = tmp_path / "serve.log"
     with log.open("wb") as output:
         process = subprocess.Popen([*serve, "--port", str(port)], stdout=output, stderr=subprocess.STDOUT)

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.sandbox_launcher import SandboxFleet
+from gateway.cli.sandbox_launcher import SandboxFleet
 from tests.chaos.conftest import SERVER, ChaosConfig
 from tests.chaos.scenario import (
     Answer,

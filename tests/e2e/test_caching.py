@@ -13,9 +13,9 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from gateway.config import Config
-from gateway.config_loader import build_config
-from gateway.database import run_migrations
+from gateway.accounting.database import run_migrations
+from gateway.config.loader import build_config
+from gateway.config.schema import Config
 from sandbox.server import SandboxServer
 from tests.e2e.test_providers import CLAUDE_PRICE
 from tests.harness import GatewayServer

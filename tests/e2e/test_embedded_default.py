@@ -15,8 +15,8 @@ import httpx
 import openai
 import pytest
 
+from gateway.cli.sandbox_launcher import free_port
 from gateway.routing.classifier import shipped_threshold
-from gateway.sandbox_launcher import free_port
 
 
 def latest_revision() -> str:
@@ -40,7 +40,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     log = workdir / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(port)],
             cwd=workdir,
             env=env,
             stdout=out,
@@ -171,7 +171,7 @@ def test_auto_routes_by_complexity_out_of_the_box(served: tuple[str, Path, Path]
 def test_migrate_command(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "migrate"],
+        [sys.executable, "-m", "gateway.cli.main", "migrate"],
         env={**os.environ, "TOLLGATE_DATABASE_URL": url},
         capture_output=True,
         text=True,

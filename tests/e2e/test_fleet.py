@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.config import Config
+from gateway.config.schema import Config
 from local_backend.fleet import Fleet
 from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer

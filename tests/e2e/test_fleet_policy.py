@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.config import Config
-from gateway.config_loader import build_config
-from gateway.sandbox_launcher import free_port
+from gateway.cli.sandbox_launcher import free_port
+from gateway.config.loader import build_config
+from gateway.config.schema import Config
 from sandbox.config import SandboxConfig
 from sandbox.server import SandboxServer
 from tests.conftest import PRICE, SettingsFactory

@@ -57,7 +57,7 @@ def upstreams() -> Iterator[dict[str, SandboxServer]]:
 def gateway(
     upstreams: dict[str, SandboxServer], sqlite_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayServer]:
-    from gateway.config_loader import build_config
+    from gateway.config.loader import build_config
 
     config = build_config(
         {

@@ -233,7 +233,7 @@ MALFORMED = [
 
 # Every one of these was a 500 (or, on PostgreSQL, a response with no ledger row) before its fix.
 REGRESSIONS = [
-    # gateway/chat_request.py: `role not in ROLES` on a frozenset raised TypeError for a list role.
+    # gateway/routes/chat_request.py: `role not in ROLES` on a frozenset raised TypeError for a list role.
     case("unhashable role", CHAT, chat(messages=[{"role": ["user"], "content": "x"}]), 400),
     # orjson reads 1,024 levels but writes 254: a body between the two failed wherever it was
     # written again (response cache key, re-encoding for a renamed model, Anthropic translation).

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from gateway import cli_local
+from gateway.cli import local as cli_local
 from local_backend.launch import LaunchSpec, SpeculativeSpec, launch_command
 
 SPEC = LaunchSpec(

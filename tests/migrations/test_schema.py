@@ -12,8 +12,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
+from gateway.accounting.database import create_engine, run_migrations
 from gateway.accounting.schema import metadata
-from gateway.database import create_engine, run_migrations
 from migrations.env_filters import include_name
 
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.accounting.record import RequestRecord
 from gateway.accounting.writer import LedgerWriter
-from gateway.config import Config
+from gateway.config.schema import Config
 from gateway.models import ModelRegistry
 from gateway.runtime import Runtime
 from gateway.state.store import StateStore

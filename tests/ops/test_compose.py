@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.config_loader import load_config
+from gateway.config.loader import load_config
 from sandbox.server import SandboxServer
 from tests.harness import GatewayServer
 from tests.ops.scrape import exposed_names, scrape

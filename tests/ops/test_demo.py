@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gateway.config_loader import build_config
-from gateway.demo import HANDBOOK, MESSAGES, TEAMS, Workload, demo_config
+from gateway.cli.demo_world import HANDBOOK, MESSAGES, TEAMS, Workload, demo_config
+from gateway.config.loader import build_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_demo_replays_traffic_then_prints_spend_and_where_to_look() -> None:
     process = subprocess.Popen(
         # Until `tollgate` dispatches `demo` itself, the module runs the same command.
-        [sys.executable, "-m", "gateway.cli_demo", "--duration", "3", "--exit"],
+        [sys.executable, "-m", "gateway.cli.demo", "--duration", "3", "--exit"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from gateway.accounting.record import RequestRecord
-from gateway.config import Config
-from gateway.config_loader import build_config
-from gateway.metrics import Metrics
+from gateway.config.loader import build_config
+from gateway.config.schema import Config
+from gateway.execution.breaker import CircuitBreakers
 from gateway.models import ModelRegistry
-from gateway.resilience.breaker import CircuitBreakers
+from gateway.observability.metrics import Metrics
 from gateway.state.memory import MemoryStateStore
 from gateway.state.store import StateStore
 from tests.conftest import PRICE

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.accounting.record import RequestRecord
-from gateway.tracing import Tracing, otlp_endpoint
+from gateway.observability.tracing import Tracing, otlp_endpoint
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -53,7 +53,7 @@ def test_off_by_default_and_free() -> None:
 
 def test_the_sdk_is_not_imported_unless_tracing_is_on() -> None:
     code = (
-        "import sys; from gateway.tracing import Tracing; t = Tracing.from_settings(None, {}); "
+        "import sys; from gateway.observability.tracing import Tracing; t = Tracing.from_settings(None, {}); "
         "print(any(name.startswith('opentelemetry.sdk') for name in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

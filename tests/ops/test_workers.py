@@ -26,9 +26,9 @@ from sqlalchemy.engine import make_url
 
 from gateway import cli
 from gateway.accounting.spool import Spool
-from gateway.config_loader import build_config
+from gateway.cli.sandbox_launcher import free_port
+from gateway.config.loader import build_config
 from gateway.runtime import REDIS_URL_ENV
-from gateway.sandbox_launcher import free_port
 from gateway.workers import claim_spool_slot, fold_orphan_spools, refusal
 from sandbox.server import SandboxServer
 from tests.conftest import PRICE
@@ -101,7 +101,7 @@ def served(
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
     env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp / "metrics")
     log = tmp / "serve.log"
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--workers", "2"]
+    argv = [sys.executable, "-m", "gateway.cli.main", "serve", "--config", str(config), "--workers", "2"]
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*argv, "--port", str(port)], cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT

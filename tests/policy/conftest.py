@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.database import create_engine, run_migrations
+from gateway.accounting.database import create_engine, run_migrations
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

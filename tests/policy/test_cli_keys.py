@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway import cli_keys
-from gateway.config import Config
-from gateway.config_loader import build_config
-from gateway.database import DATABASE_URL_ENV, create_engine
+from gateway.accounting.database import DATABASE_URL_ENV, create_engine
+from gateway.cli import keys as cli_keys
+from gateway.config.loader import build_config
+from gateway.config.schema import Config
 from gateway.policy.key_store import KeyRecord, KeyStore
 
 

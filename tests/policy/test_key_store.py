@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.database import create_engine
+from gateway.accounting.database import create_engine
 from gateway.errors import InvalidRequest
 from gateway.policy.key_store import KeyRecord, KeyStore, KeyStoreUnavailable
 from gateway.policy.keys import generate_key, hash_key

@@ -8,7 +8,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import gateway.accounting.keys_schema  # noqa: F401  (registers virtual_keys on the shared metadata)
-from gateway.database import run_migrations
+from gateway.accounting.database import run_migrations
 from gateway.policy.key_store import KeyStore
 from gateway.policy.keys import hash_key
 from tests.migrations.test_schema import schema_drift

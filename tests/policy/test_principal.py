@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.datastructures import Headers
 
-from gateway.database import create_engine
+from gateway.accounting.database import create_engine
 from gateway.errors import describe
 from gateway.policy.key_store import KeyStore
 from gateway.policy.keys import generate_key

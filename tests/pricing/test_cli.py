@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from gateway import cli_pricing
-from gateway.config import Config
-from gateway.config_loader import ConfigError, parse_config
+from gateway.cli import pricing as cli_pricing
+from gateway.config.loader import ConfigError, parse_config
+from gateway.config.schema import Config
 from pricing.catalog import PriceCatalog
 
 CONFIG = """

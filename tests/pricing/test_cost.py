@@ -197,7 +197,7 @@ def test_parts_always_add_up_and_stay_within_a_nano(
 
 
 def test_existing_callers_keep_working() -> None:
-    # Positional construction and the four original keywords, as gateway/config.py used them.
+    # Positional construction and the four original keywords, as gateway/config/schema.py used them.
     assert Price(3_000_000_000, 15_000_000_000).source == "config"
     price = Price.per_mtok(input="3", output="15", cached_input="0.30", cache_write="3.75", source="x")
     assert (price.cached_input, price.cache_write, price.source) == (300_000_000, 3_750_000_000, "x")

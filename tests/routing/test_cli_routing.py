@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway import cli_routing
+from gateway.cli import routing as cli_routing
 from gateway.routing import FEATURE_NAMES, ComplexityClassifier
 
 WEAK, STRONG = "small-model", "big-model"
@@ -209,7 +209,7 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
     """`tollgate route-eval FILE | head -1`: the pipe closes under the command, which ends quietly."""
     probes = Path(__file__).resolve().parents[2] / "data" / "routing" / "probes" / "g.jsonl"
     done = subprocess.run(
-        f"{shlex.quote(sys.executable)} -m gateway.cli route-eval {shlex.quote(str(probes))} | head -c 10",
+        f"{shlex.quote(sys.executable)} -m gateway.cli.main route-eval {shlex.quote(str(probes))} | head -c 10",
         shell=True,
         capture_output=True,
         text=True,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from gateway import cli_routing
-from gateway.config import RoutingConfig
+from gateway.cli import routing as cli_routing
+from gateway.config.schema import RoutingConfig
 from gateway.routing import ComplexityClassifier, WeightsError
 from gateway.routing.second_stage import (
     EmbeddingHead,

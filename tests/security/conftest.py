@@ -20,9 +20,9 @@ import httpx
 import pytest
 import uvicorn
 
-from gateway.config import Config
-from gateway.config_loader import parse_config
-from gateway.database import run_migrations
+from gateway.accounting.database import run_migrations
+from gateway.config.loader import parse_config
+from gateway.config.schema import Config
 from providers.litellm_adapter import load_litellm
 from sandbox.server import SandboxServer
 from tests.harness import GatewayServer

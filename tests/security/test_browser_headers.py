@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi.routing import iter_route_contexts
 
-from gateway.config import Config
+from gateway.config.schema import Config
 from gateway.dashboard.routes import ASSETS
 from sandbox.server import SandboxServer
 from tests.harness import GatewayServer
@@ -107,7 +107,7 @@ def test_configured_origins_get_cors_on_the_fast_lane_too(
 def test_an_origin_must_be_an_origin() -> None:
     from pydantic import ValidationError
 
-    from gateway.config import ServerConfig
+    from gateway.config.schema import ServerConfig
 
     assert ServerConfig(cors_allow_origins=("https://a.example:8443", "*")).cors_allow_origins
     for bad in ("https://a.example/path", "a.example", "javascript:alert(1)", ""):

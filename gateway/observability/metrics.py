@@ -1,0 +1,437 @@
+"""Prometheus metrics, one registry per app (never the process-global one, so several gateways can
+live in one process, as they do in tests).
+
+Two kinds, fed two ways:
+
+- **Per request**, `Metrics.observe(record)` once the ledger row is final (from `close_record`):
+  requests, tokens, cost, latency histograms, cache results, retries and fallbacks. It runs on
+  every request, so each distinct label combination's children are bound once and kept: a request
+  costs one dict lookup and a dozen increments (a few µs), not a dozen `labels()` calls.
+- **State**, refreshed by `await Metrics.scrape(source)` when Prometheus asks for `/metrics`: circuit
+  state per deployment, team budget use, ledger queue, spool and database health. Budgets and
+  breakers live in the `StateStore`, which is async, while a Prometheus collector is sync; reading
+  them in the scrape handler (bounded by a timeout) and rendering that snapshot keeps the values
+  as fresh as the scrape with no background task. If the store does not answer, the previous
+  snapshot is kept and `tollgate_metrics_refresh_errors_total` counts it.
+
+Labels are bounded: model, provider and tier come from config (a requested model that does not
+resolve is "unknown"), team from config or the admin's keys, status and error type from the
+gateway's own vocabulary. Never request ids, users, tags or anything else a client writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gateway.execution.breaker import CircuitBreakers
+from pricing.money import usd_to_nano
+
+if TYPE_CHECKING:
+    from gateway.accounting.record import RequestRecord
+    from gateway.config.schema import Config
+    from gateway.models import ModelRegistry
+    from gateway.state.store import StateStore
+
+log = logging.getLogger("tollgate.metrics")
+
+UNKNOWN = "unknown"
+NONE = "none"
+# Seconds, from a tenth of a millisecond (gateway overhead) to a minute (long generations).
+SECONDS_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+)  # fmt: skip
+CACHE_RESULTS = frozenset({"hit", "miss", "bypass", "idempotent_replay"})
+_REFRESH_TIMEOUT = 2.0
+# Label combinations whose children are kept bound; far above any real config's.
+_MAX_BOUND = 10_000
+
+
+class LedgerView(Protocol):
+    """What the gauges read from the ledger writer."""
+
+    @property
+    def database_down(self) -> bool: ...
+
+    @property
+    def queue_depth(self) -> int: ...
+
+    @property
+    def spool_dir(self) -> Path:
+        """This process's spool (a worker's own slot, not necessarily `ledger.spool_dir`)."""
+        ...
+
+    @property
+    def written(self) -> int: ...
+
+    @property
+    def spooled(self) -> int: ...
+
+
+class MetricsSource(Protocol):
+    """What a scrape reads: the runtime satisfies it (the ledger needs `queue_depth`)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def registry(self) -> ModelRegistry: ...
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def ledger(self) -> LedgerView: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    team: str
+    period: str  # "day" or "month"
+    used_nano: int  # reserved + spent in the current period, from the shared counter
+    limit_nano: int
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The state gauges as of the last scrape."""
+
+    circuits: dict[str, bool] = field(default_factory=dict)
+    budgets: list[BudgetUse] = field(default_factory=list)
+    queue_depth: int = 0
+    database_down: bool = False
+    spool_bytes: int = 0
+    rejected_bytes: int = 0
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        counter = partial(Counter, registry=self.registry)
+        seconds = partial(Histogram, buckets=SECONDS_BUCKETS, registry=self.registry)
+        route = ["endpoint", "model", "provider", "tier", "status"]
+        spend = ["model", "provider", "team"]
+        self.requests = _RequestCounter(
+            "tollgate_requests", "Requests answered.", route, registry=self.registry
+        )
+        self.errors = counter(
+            "tollgate_request_errors", "Failed requests.", ["endpoint", "model", "error_type"]
+        )
+        self.input_tokens = counter("tollgate_input_tokens", "Prompt tokens, cache reads included.", spend)
+        self.output_tokens = counter("tollgate_output_tokens", "Completion tokens.", spend)
+        self.cache_read_tokens = counter(
+            "tollgate_prompt_cache_read_tokens", "Prompt tokens read from the provider's prompt cache.", spend
+        )
+        self.cache_write_tokens = counter(
+            "tollgate_prompt_cache_write_tokens",
+            "Prompt tokens written to the provider's prompt cache.",
+            spend,
+        )
+        self.cost_nano = counter("tollgate_cost_nano_usd", "Cost in nano-USD (exact below 2^53: $9M).", spend)
+        self.cost_usd = counter("tollgate_cost_usd", "Cost in USD.", spend)
+        self.baseline_usd = counter(
+            "tollgate_baseline_cost_usd", "Cost on the baseline model, uncached (savings: minus cost).", spend
+        )
+        self.ttft = seconds(
+            "tollgate_time_to_first_token_seconds", "Time to the first streamed byte.", ["model"]
+        )
+        self.latency = seconds(
+            "tollgate_request_duration_seconds", "Whole request, in to last byte out.", ["endpoint", "model"]
+        )
+        self.overhead = seconds(
+            "tollgate_gateway_overhead_seconds",
+            "Time in the gateway, not waiting on upstreams.",
+            ["endpoint"],
+        )
+        self.response_cache = counter(
+            "tollgate_response_cache_requests",
+            "Response-cache lookups (hit, miss, bypass).",
+            ["model", "result"],
+        )
+        self.retries = counter("tollgate_upstream_retries", "Upstream attempts after the first.", ["model"])
+        self.fallbacks = counter("tollgate_fallbacks", "Requests answered by a fallback.", ["model"])
+        self.price_unknown = counter(
+            "tollgate_price_unknown",
+            "Requests whose model has no known price: their ledger rows carry price_unknown.",
+            ["model"],
+        )
+        self.ledger_spooled = counter(
+            "tollgate_ledger_spooled_rows",
+            "Ledger rows written to the local spool because the database was unavailable.",
+        )
+        self.ledger_written = counter("tollgate_ledger_written_rows", "Ledger rows written to the database.")
+        self.refresh_errors = counter(
+            "tollgate_metrics_refresh_errors", "Scrapes whose state gauges kept stale values."
+        )
+        self.snapshot = Snapshot()
+        self.registry.register(_StateCollector(self))
+        self._bound: dict[tuple[Any, ...], _Bound] = {}
+        # Public model names and aliases -> (model, tier), for requests refused before routing.
+        self._models: dict[str, tuple[str, str]] = {}
+        self._seen_written = 0
+        self._seen_spooled = 0
+
+    def use_registry(self, registry: ModelRegistry, *, auto_model: str | None = None) -> None:
+        """Learn the config's model names (call at start-up and on every reload; each scrape does too):
+        a request refused before it reached a model is labelled with the model it named when that is
+        one of these (or the router's `auto_model`), else "unknown"."""
+        models = {name: (model.name, model.tier) for name, model in registry.public_names()}
+        if auto_model is not None:
+            models[auto_model] = (auto_model, NONE)
+        self._models = models
+
+    def observe(self, record: RequestRecord) -> None:
+        """Count one finished request. Cheap (a few µs) and never raises on odd values."""
+        model, tier = record.model, record.tier
+        if model is None:
+            model, tier = self._models.get(record.requested_model, (UNKNOWN, tier))
+        key = (
+            record.endpoint,
+            model,
+            record.provider or NONE,
+            tier or NONE,
+            record.status,
+            record.team or NONE,
+            record.cache_status,
+            record.error_type,
+        )
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bind(key)
+        bound.requests.inc()
+        if bound.errors is not None:
+            bound.errors.inc()
+        if record.prompt_tokens > 0:
+            bound.input_tokens.inc(record.prompt_tokens)
+        if record.completion_tokens > 0:
+            bound.output_tokens.inc(record.completion_tokens)
+        if record.cached_tokens > 0:
+            bound.cache_read_tokens.inc(record.cached_tokens)
+        if record.cache_write_tokens > 0:
+            bound.cache_write_tokens.inc(record.cache_write_tokens)
+        if record.cost_nano > 0:
+            bound.cost_nano.inc(record.cost_nano)
+            bound.cost_usd.inc(record.cost_nano / 1e9)
+        if record.baseline_cost_nano:
+            bound.baseline_usd.inc(max(0, record.baseline_cost_nano) / 1e9)
+        bound.latency.observe(record.latency_ms / 1000)
+        if record.ttft_ms is not None:
+            bound.ttft.observe(record.ttft_ms / 1000)
+        if record.overhead_ms is not None:
+            bound.overhead.observe(record.overhead_ms / 1000)
+        if bound.cache is not None:
+            bound.cache.inc()
+        if record.attempts > 1:
+            bound.retries.inc(record.attempts - 1)
+        if record.fallback_used:
+            bound.fallbacks.inc()
+
+    def _bind(self, key: tuple[Any, ...]) -> _Bound:
+        endpoint, model, provider, tier, status, team, cache, error_type = key
+        if len(self._bound) >= _MAX_BOUND:
+            self._bound.clear()
+        spend = (model, provider, team)
+        bound = _Bound(
+            requests=self.requests.labels(endpoint, model, provider, tier, str(status)),
+            errors=None if error_type is None else self.errors.labels(endpoint, model, error_type),
+            input_tokens=self.input_tokens.labels(*spend),
+            output_tokens=self.output_tokens.labels(*spend),
+            cache_read_tokens=self.cache_read_tokens.labels(*spend),
+            cache_write_tokens=self.cache_write_tokens.labels(*spend),
+            cost_nano=self.cost_nano.labels(*spend),
+            cost_usd=self.cost_usd.labels(*spend),
+            baseline_usd=self.baseline_usd.labels(*spend),
+            latency=self.latency.labels(endpoint, model),
+            ttft=self.ttft.labels(model),
+            overhead=self.overhead.labels(endpoint),
+            cache=None
+            if cache is None
+            else self.response_cache.labels(model, cache if cache in CACHE_RESULTS else "other"),
+            retries=self.retries.labels(model),
+            fallbacks=self.fallbacks.labels(model),
+        )
+        self._bound[key] = bound
+        return bound
+
+    async def scrape(self, source: MetricsSource) -> bytes:
+        """Refresh the state gauges from the running gateway, then render everything."""
+        await self.refresh(source)
+        return self.render()
+
+    async def refresh(self, source: MetricsSource) -> None:
+        routing = source.config.routing
+        self.use_registry(source.registry, auto_model=routing.auto_model if routing.tiers else None)
+        ledger = source.ledger
+        self._sync_ledger_counters(ledger)
+        try:
+            async with asyncio.timeout(_REFRESH_TIMEOUT):
+                circuits = await _circuits(source)
+                budgets = await _budgets(source)
+            spool, rejected = await asyncio.to_thread(_spool_bytes, ledger.spool_dir)
+        except Exception as exc:  # a scrape must answer even while Redis or the disk does not
+            self.refresh_errors.inc()
+            log.warning("metrics: state gauges not refreshed (%s: %s)", type(exc).__name__, exc)
+            circuits, budgets = self.snapshot.circuits, self.snapshot.budgets
+            spool, rejected = self.snapshot.spool_bytes, self.snapshot.rejected_bytes
+        self.snapshot = Snapshot(
+            circuits=circuits,
+            budgets=budgets,
+            queue_depth=ledger.queue_depth,
+            database_down=ledger.database_down,
+            spool_bytes=spool,
+            rejected_bytes=rejected,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def _sync_ledger_counters(self, ledger: LedgerView) -> None:
+        """The writer keeps plain totals; the counters follow them."""
+        if ledger.written > self._seen_written:
+            self.ledger_written.inc(ledger.written - self._seen_written)
+        if ledger.spooled > self._seen_spooled:
+            self.ledger_spooled.inc(ledger.spooled - self._seen_spooled)
+        self._seen_written, self._seen_spooled = ledger.written, ledger.spooled
+
+
+class _RequestCounter(Counter):
+    """Also takes `labels(endpoint, model, status)`, the form callers used before `observe` (provider
+    and tier then read "none"), so a caller not yet moved to `observe` keeps counting."""
+
+    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> _RequestCounter:
+        if len(labelvalues) == 3:
+            endpoint, model, status = labelvalues
+            labelvalues = (endpoint, model, NONE, NONE, status)
+        return super().labels(*labelvalues, **labelkwargs)
+
+
+@dataclass(slots=True)
+class _Bound:
+    """The children one label combination updates."""
+
+    requests: Counter
+    errors: Counter | None
+    input_tokens: Counter
+    output_tokens: Counter
+    cache_read_tokens: Counter
+    cache_write_tokens: Counter
+    cost_nano: Counter
+    cost_usd: Counter
+    baseline_usd: Counter
+    latency: Histogram
+    ttft: Histogram
+    overhead: Histogram
+    cache: Counter | None
+    retries: Counter
+    fallbacks: Counter
+
+
+class _StateCollector(Collector):
+    """Yields the last snapshot as gauges at collection time."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Any]:
+        return list(self._families(Snapshot()))
+
+    def collect(self) -> Iterable[Any]:
+        return list(self._families(self._metrics.snapshot))
+
+    @staticmethod
+    def _families(snapshot: Snapshot) -> Iterator[GaugeMetricFamily]:
+        circuit = GaugeMetricFamily(
+            "tollgate_circuit_open", "1 while a deployment's circuit breaker is open.", labels=["deployment"]
+        )
+        for deployment, is_open in sorted(snapshot.circuits.items()):
+            circuit.add_metric([deployment], 1.0 if is_open else 0.0)
+        yield circuit
+        used = GaugeMetricFamily(
+            "tollgate_budget_used_nano_usd",
+            "Team budget reserved and spent this period (shown once the team has a counter).",
+            labels=["team", "period"],
+        )
+        limit = GaugeMetricFamily(
+            "tollgate_budget_limit_nano_usd", "Team budget limit for the period.", labels=["team", "period"]
+        )
+        ratio = GaugeMetricFamily(
+            "tollgate_budget_used_ratio", "Team budget used over its limit.", labels=["team", "period"]
+        )
+        for use in snapshot.budgets:
+            used.add_metric([use.team, use.period], use.used_nano)
+            limit.add_metric([use.team, use.period], use.limit_nano)
+            ratio.add_metric([use.team, use.period], use.used_nano / use.limit_nano if use.limit_nano else 0)
+        yield from (used, limit, ratio)
+        yield GaugeMetricFamily(
+            "tollgate_ledger_queue_depth", "Ledger rows waiting for the writer.", value=snapshot.queue_depth
+        )
+        yield GaugeMetricFamily(
+            "tollgate_ledger_database_down",
+            "1 while the ledger database is unreachable (rows go to the spool).",
+            value=1.0 if snapshot.database_down else 0.0,
+        )
+        spool = GaugeMetricFamily(
+            "tollgate_ledger_spool_bytes",
+            "Bytes in the ledger spool: pending replay, or rejected by the database (needs a person).",
+            labels=["state"],
+        )
+        spool.add_metric(["pending"], snapshot.spool_bytes)
+        spool.add_metric(["rejected"], snapshot.rejected_bytes)
+        yield spool
+
+
+async def _circuits(source: MetricsSource) -> dict[str, bool]:
+    # The breakers keep everything in the store, so a fresh view over it reads the same state.
+    breakers = CircuitBreakers(source.store, source.config.resilience.breaker)
+    keys = {d.key for _, model in source.registry.public_names() for d in model.deployments}
+    return {key: await breakers.is_open(key) for key in sorted(keys)}
+
+
+async def _budgets(source: MetricsSource) -> list[BudgetUse]:
+    """Team budgets from the shared counters `gateway.policy.budgets` keeps (same keys)."""
+    today = datetime.now(UTC).date()
+    wanted: list[tuple[str, str, str, int]] = []
+    for team, spec in source.config.teams.items():
+        if spec.budget_daily_usd is not None:
+            limit = usd_to_nano(spec.budget_daily_usd)
+            wanted.append((team, "day", f"budget:team:{team}:d:{today.isoformat()}", limit))
+        if spec.budget_monthly_usd is not None:
+            limit = usd_to_nano(spec.budget_monthly_usd)
+            wanted.append((team, "month", f"budget:team:{team}:m:{today:%Y-%m}", limit))
+    if not wanted:
+        return []
+    values = await source.store.get_many([key for _, _, key, _ in wanted])
+    return [
+        BudgetUse(team=team, period=period, used_nano=int(value), limit_nano=limit)
+        for (team, period, _, limit), value in zip(wanted, values, strict=True)
+        if value is not None
+    ]
+
+
+def _spool_bytes(directory: Path) -> tuple[int, int]:
+    pending = rejected = 0
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return 0, 0
+    for entry in entries:
+        if not entry.is_file():
+            continue
+        size = entry.stat().st_size
+        if entry.name.endswith(".rejected"):
+            rejected += size
+        else:
+            pending += size
+    return pending, rejected

@@ -1,0 +1,195 @@
+"""Complexity routing: for the public model `auto`, the classifier's score picks a tier and the tier's
+cheapest model for the request answers (or its first listed, with `order: listed`), with the rest of
+the tier and the tiers above as its fallbacks. Explicit model names bypass the classifier;
+`x-tollgate-tier` forces a tier when the gateway and the team allow it.
+
+Hard constraints come before cost: a model whose context window cannot hold the prompt and the
+requested output is skipped, so is one that lacks what the request uses (tools, a JSON schema,
+images: `gateway.routing.capabilities`), and so is a deployment outside the team's data policy (a
+`local-only` team is routed to the first tier whose models are all self-hosted, and the executor
+never tries a deployment that is not; see `Admitted.allows`). Health and load come after: the
+executor passes over open circuits, and a fleet orders its replicas by load (`gateway.execution.fleets`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, replace
+
+from gateway.config.schema import RoutingConfig, TeamConfig
+from gateway.errors import InvalidRequest
+from gateway.execution.latency import LatencyBook
+from gateway.models import Model, ModelRegistry
+from gateway.policy.principal import PermissionDenied
+from gateway.routing.capabilities import needs
+from gateway.routing.classifier import ComplexityClassifier
+from providers.types import ChatRequest
+
+TIER_HEADER = "x-tollgate-tier"
+_BYTES_PER_TOKEN = 4
+# Output tokens a request that sets no max_tokens is priced at when ranking a tier's models.
+_TYPICAL_OUTPUT = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    model: Model
+    tier: str
+    reason: str
+    score: float | None = None
+
+
+class Router:
+    def __init__(
+        self,
+        config: RoutingConfig,
+        registry: ModelRegistry,
+        classifier: ComplexityClassifier,
+        latency: LatencyBook | None = None,
+    ) -> None:
+        self._config = config
+        self._registry = registry
+        self._classifier = classifier
+        self._latency = latency
+        self._tiers = {tier.name: tier for tier in config.tiers}
+        self._models = {
+            tier.name: tuple(m for name in tier.models if (m := registry.resolve(name)) is not None)
+            for tier in config.tiers
+        }
+        self._order = [tier.name for tier in config.tiers]
+        # Where a local-only team's requests go: the first tier whose models are all self-hosted.
+        self._self_hosted_tier = next(
+            (
+                t
+                for t in self._order
+                if all(any(d.self_hosted for d in m.deployments) for m in self._models[t])
+            ),
+            None,
+        )
+
+    def is_auto(self, name: str) -> bool:
+        return bool(self._config.tiers) and name == self._config.auto_model
+
+    def route(self, chat: ChatRequest, *, forced: str | None, team: TeamConfig | None) -> Route:
+        """The tier and model for an `auto` request, with the reason the ledger keeps."""
+        local_only = team is not None and team.data_policy == "local-only"
+        if forced:
+            if forced not in self._tiers:
+                raise InvalidRequest(
+                    f"unknown tier '{forced}'; tiers: {', '.join(self._order)}", param=TIER_HEADER
+                )
+            may_force = team.allow_forced_tier if team is not None else None
+            if not (self._config.allow_forced_tier if may_force is None else may_force):
+                raise PermissionDenied(
+                    f"forcing a tier with {TIER_HEADER} is turned off for this team",
+                    code="tier_forcing_disabled",
+                )
+            if team is not None and team.allowed_tiers is not None and forced not in team.allowed_tiers:
+                raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
+            model, note = self._tier_model(forced, chat, local_only)
+            return Route(model, forced, f"forced by {TIER_HEADER}{note}")
+        if local_only and self._self_hosted_tier is not None:
+            model, note = self._tier_model(self._self_hosted_tier, chat, local_only)
+            return Route(model, self._self_hosted_tier, f"data policy: local-only{note}")
+        assessment = self._classifier.assess(chat.body)
+        thresholds = (team.routing_thresholds if team and team.routing_thresholds is not None else None) or (
+            self._config.thresholds
+        )
+        index = bisect.bisect_right(list(thresholds), assessment.score)
+        tier = self._order[index]
+        model, note = self._tier_model(tier, chat, local_only)
+        reason = f"score {assessment.score:.2f} -> {tier}{note}" + (
+            f" ({assessment.reason()})" if assessment.reasons else ""
+        )
+        return Route(model, tier, reason[:256], assessment.score)
+
+    def _tier_model(self, tier: str, chat: ChatRequest, local_only: bool) -> tuple[Model, str]:
+        """The tier's best model that can serve the request, falling back through the rest of the
+        tier and then the tiers above it; and a note for the reason when a need skipped a model.
+        Tiers are ranked by price until one holds a model that can serve the request; the tiers
+        after it are only fallbacks and keep their configured order (ranking costs microseconds)."""
+        start = self._order.index(tier)
+        output = _requested_output(chat)
+        need = len(chat.raw) // _BYTES_PER_TOKEN + output
+        uses = needs(chat.body)
+        fitting: list[Model] = []
+        able: list[Model] = []
+        answering_tier = tier  # the tier of the first able model: what the client and ledger are told
+        for t in self._order[start:]:
+            ranked = (
+                self._models[t]
+                if able
+                else self._ranked(t, need - output, output or _TYPICAL_OUTPUT, local_only)
+            )
+            for m in ranked:
+                if m.context_window >= need:
+                    fitting.append(m)
+                    if not m.lacks & uses:
+                        if not able:
+                            answering_tier = t
+                        able.append(m)
+        if not fitting:
+            raise InvalidRequest(
+                f"no model in tier '{tier}' or above has a context window for about {need} tokens",
+                code="context_length_exceeded",
+            )
+        if not able:
+            raise InvalidRequest(
+                f"no model in tier '{tier}' or above serves a request with {' and '.join(sorted(uses))}",
+                code="unsupported_capability",
+            )
+        first = able[0]
+        # The chain the executor walks: this model, then every other able model, tier by tier.
+        chain = [
+            name
+            for name in dict.fromkeys((*first.fallbacks, *(m.name for m in able[1:])))
+            if (fallback := self._registry.resolve(name)) is not None and not fallback.lacks & uses
+        ]
+        skipped = len(able) < len(fitting) and fitting.index(first) > 0
+        note = f"; needs {' and '.join(sorted(uses))}" if skipped else ""
+        return replace(first, tier=answering_tier, fallbacks=tuple(chain)), note
+
+    def _ranked(
+        self, tier: str, prompt_tokens: int, output_tokens: int, local_only: bool
+    ) -> tuple[Model, ...]:
+        """The tier's models, cheapest for this request first, then the faster recent time to first
+        token (`LatencyBook`); remaining ties and `order: listed` keep the configured order. A tier
+        of one model costs nothing to rank."""
+        models = self._models[tier]
+        if len(models) < 2 or self._tiers[tier].order == "listed":
+            return models
+        costs = [_cost(m, prompt_tokens, output_tokens, local_only) for m in models]
+        latency = self._latency
+        if latency is None or len(set(costs)) == len(costs):  # no tie for latency to break
+            return tuple(m for _, m in sorted(zip(costs, models, strict=True), key=lambda pair: pair[0]))
+
+        def ttft(model: Model) -> float:
+            return min(
+                (t for d in model.deployments if (t := latency.ttft_ms(d.key)) is not None), default=math.inf
+            )
+
+        keyed = sorted(zip(costs, models, strict=True), key=lambda pair: (pair[0], ttft(pair[1])))
+        return tuple(m for _, m in keyed)
+
+
+def _cost(model: Model, prompt_tokens: int, output_tokens: int, local_only: bool) -> float:
+    """What this request would cost on the deployment that will answer it: the model's first one
+    its team may use (the executor tries them in order). A self-hosted deployment without a price
+    costs nothing more (its GPUs are paid for); a managed one without a price ranks last."""
+    deployment = next((d for d in model.deployments if not local_only or d.self_hosted), None)
+    if deployment is None:
+        return math.inf
+    price = deployment.price
+    if price is None:
+        return 0.0 if deployment.self_hosted else math.inf
+    rates = price.rates_for(prompt_tokens) if price.tiers else price
+    return prompt_tokens * rates.input + output_tokens * rates.output
+
+
+def _requested_output(chat: ChatRequest) -> int:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = chat.body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
