@@ -10,13 +10,14 @@ RUN python -m venv /opt/tollgate
 WORKDIR /src
 # Dependencies first, from the project metadata alone, so code changes reuse this layer.
 COPY pyproject.toml README.md ./
-RUN mkdir gateway providers local_backend pricing migrations sandbox \
+RUN mkdir gateway providers local_backend pricing usage migrations sandbox \
     && /opt/tollgate/bin/pip install --prefer-binary ".${TOLLGATE_EXTRAS:+[$TOLLGATE_EXTRAS]}" \
     && /opt/tollgate/bin/pip uninstall --yes tollgate
 COPY gateway ./gateway
 COPY providers ./providers
 COPY local_backend ./local_backend
 COPY pricing ./pricing
+COPY usage ./usage
 COPY migrations ./migrations
 COPY sandbox ./sandbox
 RUN /opt/tollgate/bin/pip install --no-deps .

@@ -13,7 +13,7 @@ sessions (several turns, temperature 0.7, every question new) and FAQ traffic (o
 temperature 0, questions drawn with a skew from a small pool, so popular ones repeat). Requests are
 interleaved and seeded, so every run sees the same sequence. Each answer's usage is priced at Claude
 Sonnet's rates ($3 input, $3.75 5-minute cache write, $0.30 cache read, $15 output per million
-tokens) with `pricing.cost.cost_breakdown`. A response-cache hit costs nothing.
+tokens) with `pricing.cost.cost_nano`. A response-cache hit costs nothing.
 
 Standalone: no gateway, no database. The lead may later route the same workload through the gateway.
 """
@@ -33,13 +33,13 @@ import orjson
 from gateway.caching.keys import is_cacheable, response_cache_key
 from gateway.caching.response_cache import CachedAnswer, ResponseCache
 from gateway.state.memory import MemoryStateStore
-from pricing.cost import cost_breakdown
+from pricing.cost import cost_nano
 from pricing.money import NANO_PER_USD
 from pricing.price import Price
 from providers.anthropic import from_anthropic_response, from_anthropic_usage, to_anthropic_request
 from providers.anthropic.caching import min_cache_tokens, place_cache_breakpoints
-from providers.types import Usage
 from sandbox.server import SandboxServer
+from usage import Usage
 
 MODEL = "claude-sonnet-4-6"
 SONNET = Price.per_mtok(input="3", cache_write="3.75", cached_input="0.30", output="15", source="bench")
@@ -91,14 +91,7 @@ class Tally:
 
 
 def price(usage: Usage) -> int:
-    return cost_breakdown(
-        SONNET,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cached_tokens=usage.cached_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        cache_write_1h_tokens=usage.cache_write_1h_tokens,
-    ).total_nano
+    return cost_nano(usage, SONNET)
 
 
 @dataclass(frozen=True, slots=True)

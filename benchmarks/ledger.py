@@ -26,7 +26,7 @@ from gateway.accounting.record import RequestRecord
 from gateway.accounting.spool import Spool
 from gateway.accounting.writer import LedgerWriter
 from pricing.price import Price
-from providers.types import Usage
+from usage import Usage
 
 PRICE = Price.per_mtok(input="3", output="15", cached_input="0.30")
 USAGE = Usage(prompt_tokens=1800, completion_tokens=220, cached_tokens=1024, raw={"prompt_tokens": 1800})

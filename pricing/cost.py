@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pricing.money import NANO_PER_USD, TOKENS_PER_MTOK
 from pricing.price import Price, Rates, Tier
+from usage import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,22 +31,13 @@ class CostBreakdown:
     total_nano: int
 
 
-def cost_breakdown(
-    price: Price,
-    *,
-    prompt_tokens: int,
-    completion_tokens: int,
-    cached_tokens: int = 0,
-    cache_write_tokens: int = 0,
-    cache_write_1h_tokens: int = 0,
-    reasoning_tokens: int = 0,
-) -> CostBreakdown:
-    prompt = max(0, prompt_tokens)
-    completion = max(0, completion_tokens)
-    cached = _clamp(cached_tokens, prompt)
-    written = _clamp(cache_write_tokens, prompt - cached)
-    written_1h = _clamp(cache_write_1h_tokens, written)
-    reasoning = _clamp(reasoning_tokens, completion)
+def cost_breakdown(usage: Usage, price: Price) -> CostBreakdown:
+    prompt = max(0, usage.prompt_tokens)
+    completion = max(0, usage.completion_tokens)
+    cached = _clamp(usage.cached_tokens, prompt)
+    written = _clamp(usage.cache_write_tokens, prompt - cached)
+    written_1h = _clamp(usage.cache_write_1h_tokens, written)
+    reasoning = _clamp(usage.reasoning_tokens, completion)
     rates: Rates = price.rates_for(prompt)
     input_exact = (
         (prompt - cached - written) * rates.input
@@ -60,26 +52,9 @@ def cost_breakdown(
     return CostBreakdown(input_nano=input_nano, output_nano=total - input_nano, total_nano=total)
 
 
-def cost_nano(
-    price: Price,
-    *,
-    prompt_tokens: int,
-    completion_tokens: int,
-    cached_tokens: int = 0,
-    cache_write_tokens: int = 0,
-    cache_write_1h_tokens: int = 0,
-    reasoning_tokens: int = 0,
-) -> int:
+def cost_nano(usage: Usage, price: Price) -> int:
     """Sum every token class at its price, then round once (half up) to whole nano-USD."""
-    return cost_breakdown(
-        price,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cached_tokens=cached_tokens,
-        cache_write_tokens=cache_write_tokens,
-        cache_write_1h_tokens=cache_write_1h_tokens,
-        reasoning_tokens=reasoning_tokens,
-    ).total_nano
+    return cost_breakdown(usage, price).total_nano
 
 
 def _clamp(tokens: int, ceiling: int) -> int:

@@ -28,7 +28,8 @@ from providers.errors import (
     UpstreamUnreachable,
     parse_retry_after,
 )
-from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
+from providers.openai_compat import from_openai_usage
+from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
 
 # litellm exception class name -> what it means here; the most specific class in the MRO wins, so
 # ContextWindowExceededError (a BadRequestError) and Timeout (an APIConnectionError) come out right.
@@ -136,7 +137,7 @@ class LiteLLMAdapter:
         body = to_dict(response, provider=self.name)
         body["object"] = "chat.completion"
         model = str(body.get("model") or target.upstream_model)
-        return Completion(body=dump(body), usage=from_litellm_usage(body.get("usage")), model=model)
+        return Completion(body=dump(body), usage=from_openai_usage(body.get("usage")), model=model)
 
     async def embed(self, request: EmbeddingRequest, target: Target) -> Completion:
         litellm = load_litellm()
@@ -147,7 +148,7 @@ class LiteLLMAdapter:
             raise error_from_litellm(exc, provider=self.name) from exc
         body = to_dict(response, provider=self.name)
         model = str(body.get("model") or target.upstream_model)
-        return Completion(body=dump(body), usage=from_litellm_usage(body.get("usage")), model=model)
+        return Completion(body=dump(body), usage=from_openai_usage(body.get("usage")), model=model)
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         litellm = load_litellm()
@@ -201,7 +202,7 @@ class LiteLLMStreamNormalizer:
         return StreamChunk(data=dump(chunk), model=self.model, content_chars=_generated_chars(chunk))
 
     def finish(self) -> StreamChunk:
-        usage = from_litellm_usage(self._usage)
+        usage = from_openai_usage(self._usage)
         body: JSON = {
             "id": self._id or "",
             "object": "chat.completion.chunk",
@@ -222,24 +223,6 @@ def _generated_chars(chunk: JSON) -> int:
         for call in delta.get("tool_calls") or ():
             chars += len(((call or {}).get("function") or {}).get("arguments") or "")
     return chars
-
-
-def from_litellm_usage(usage: Any) -> Usage:
-    """LiteLLM's OpenAI-shaped usage; Anthropic cache writes may only appear as its own extra field."""
-    if not isinstance(usage, dict):
-        return Usage()
-    prompt = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
-    return Usage(
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        cached_tokens=int(prompt.get("cached_tokens") or usage.get("cache_read_input_tokens") or 0),
-        cache_write_tokens=int(
-            prompt.get("cache_write_tokens") or usage.get("cache_creation_input_tokens") or 0
-        ),
-        reasoning_tokens=int(completion.get("reasoning_tokens") or 0),
-        raw=usage,
-    )
 
 
 def error_from_litellm(exc: Exception, *, provider: str) -> ProviderError:

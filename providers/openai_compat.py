@@ -23,7 +23,8 @@ from providers.errors import (
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import DONE, SSEDecoder
 from providers.streaming import UpstreamCalls, error_from_exception
-from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target, Usage
+from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
+from usage import Usage
 
 
 def to_openai_body(
@@ -56,7 +57,10 @@ def to_openai_body(
 
 
 def from_openai_usage(usage: Any) -> Usage:
-    """OpenAI's usage object; vLLM omits the details objects, some servers send them as null."""
+    """OpenAI's usage object, parsed (anything but a dict is no usage); vLLM omits the details
+    objects, some servers send them as null. LiteLLM's usage (its own adapter, or a LiteLLM proxy
+    behind an OpenAI-compatible one) is the same shape, but may carry Anthropic's cache reads and
+    writes only in its extra top-level fields."""
     if not isinstance(usage, dict):
         return Usage()
     prompt_details = usage.get("prompt_tokens_details") or {}
@@ -64,8 +68,10 @@ def from_openai_usage(usage: Any) -> Usage:
     return Usage(
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
-        cached_tokens=int(prompt_details.get("cached_tokens") or 0),
-        cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
+        cached_tokens=int(prompt_details.get("cached_tokens") or usage.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(
+            prompt_details.get("cache_write_tokens") or usage.get("cache_creation_input_tokens") or 0
+        ),
         reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
         raw=usage,
     )

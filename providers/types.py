@@ -8,29 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# `Usage` lives below providers/ and pricing/ (the `usage` package); re-exported for code that imports
+# it here with the other canonical types.
+from usage import Usage
+
 JSON = dict[str, Any]
-
-
-@dataclass(slots=True)
-class Usage:
-    """Token counts of one request, with OpenAI's convention: cached and cache-write tokens are
-    part of `prompt_tokens`, reasoning tokens part of `completion_tokens`."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-    # The share of `cache_write_tokens` written with a 1-hour TTL (Anthropic prices it higher).
-    cache_write_1h_tokens: int = 0
-    reasoning_tokens: int = 0
-    # The provider's own usage object, kept so any cost can be re-derived later.
-    raw: JSON | None = None
-    # Counted by us, not reported by the provider (e.g. Gemini reports no tokens for embeddings).
-    estimated: bool = False
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(slots=True)
@@ -111,3 +93,6 @@ class StreamChunk:
     # The adapter already holds the stream's next chunk (the same upstream read): the gateway may
     # write this chunk's frame together with the following ones rather than on its own.
     more_ready: bool = False
+
+
+__all__ = ["JSON", "ChatRequest", "Completion", "EmbeddingRequest", "StreamChunk", "Target", "Usage"]

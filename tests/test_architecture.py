@@ -15,6 +15,8 @@ FORBIDDEN = {
     "providers": {"gateway", "sandbox", "migrations", "sqlalchemy"},
     "pricing": {"gateway", "providers", "sandbox", "httpx"},
     "gateway": {"sandbox"},
+    # The vocabulary below providers/ and pricing/ (token usage): it leans on none of Tollgate's packages.
+    "usage": {"gateway", "providers", "pricing", "sandbox", "local_backend", "migrations"},
 }
 
 

@@ -11,9 +11,9 @@ import orjson
 from sqlalchemy import String
 
 from gateway.accounting.schema import requests
-from pricing.cost import cost_breakdown
+from pricing.cost import cost_breakdown, cost_nano
 from pricing.price import Price
-from providers.types import Usage
+from usage import Usage
 
 _MAX_ERROR_MESSAGE = 1000
 # Rides along in a row dict (and the spool) for `request_bodies`; never a `requests` column.
@@ -112,15 +112,7 @@ class RequestRecord:
         if price is None:
             self.price_unknown = True
         else:
-            cost = cost_breakdown(
-                price,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cached_tokens=usage.cached_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cache_write_1h_tokens=usage.cache_write_1h_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-            )
+            cost = cost_breakdown(usage, price)
             self.input_cost_nano, self.output_cost_nano, self.cost_nano = (
                 cost.input_nano,
                 cost.output_nano,
@@ -128,18 +120,16 @@ class RequestRecord:
             )
             self.price_source = price.source
             if usage.cached_tokens or usage.cache_write_tokens:
-                uncached = cost_breakdown(
+                uncached = cost_nano(
+                    Usage(
+                        usage.prompt_tokens, usage.completion_tokens, reasoning_tokens=usage.reasoning_tokens
+                    ),
                     price,
-                    prompt_tokens=usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens,
-                    reasoning_tokens=usage.reasoning_tokens,
-                ).total_nano
+                )
                 # Negative on a request that only wrote the cache: writes cost more than plain input.
                 self.cache_saving_nano = uncached - cost.total_nano
         if baseline is not None:
-            self.baseline_cost_nano = cost_breakdown(
-                baseline, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            ).total_nano
+            self.baseline_cost_nano = cost_nano(Usage(usage.prompt_tokens, usage.completion_tokens), baseline)
 
     def bill_cache_hit(
         self, usage: Usage, *, price: Price | None, baseline: Price | None, version: str | None
@@ -150,13 +140,9 @@ class RequestRecord:
         self.price_version = version
         self.price_source = "response_cache"
         if price is not None:
-            self.cache_saving_nano = cost_breakdown(
-                price, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            ).total_nano
+            self.cache_saving_nano = cost_nano(Usage(usage.prompt_tokens, usage.completion_tokens), price)
         if baseline is not None:
-            self.baseline_cost_nano = cost_breakdown(
-                baseline, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
-            ).total_nano
+            self.baseline_cost_nano = cost_nano(Usage(usage.prompt_tokens, usage.completion_tokens), baseline)
 
     def fail(self, *, status: int, error_type: str, message: str) -> None:
         self.status = status

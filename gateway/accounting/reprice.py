@@ -17,8 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gateway.accounting.schema import ROLLUP_DIMENSIONS, requests, spend_daily, spend_daily_tags
 from gateway.models import ModelRegistry
-from pricing.cost import cost_breakdown
+from pricing.cost import cost_breakdown, cost_nano
 from pricing.price import Price
+from usage import Usage
 
 _BATCH = 2000
 _COSTS = ("input_cost_nano", "output_cost_nano", "cost_nano", "baseline_cost_nano")
@@ -114,20 +115,20 @@ def _deployment_prices(registry: ModelRegistry) -> dict[tuple[str, str], Price |
 
 
 def _costs(row: dict[str, Any], price: Price | None, baseline: Price | None) -> dict[str, Any]:
-    tokens = {
-        "prompt_tokens": row["prompt_tokens"],
-        "completion_tokens": row["completion_tokens"],
-        "cached_tokens": row["cached_tokens"],
-        "cache_write_tokens": row["cache_write_tokens"],
-        "cache_write_1h_tokens": row["cache_write_1h_tokens"],
-        "reasoning_tokens": row["reasoning_tokens"],
-    }
+    usage = Usage(
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cached_tokens=row["cached_tokens"],
+        cache_write_tokens=row["cache_write_tokens"],
+        cache_write_1h_tokens=row["cache_write_1h_tokens"],
+        reasoning_tokens=row["reasoning_tokens"],
+    )
     if row["cache_status"] == "idempotent_replay" or price is None:
         # A replay is never charged; an unknown price stays flagged rather than turning into zero.
         costs: dict[str, Any] = {"input_cost_nano": 0, "output_cost_nano": 0, "cost_nano": 0}
         costs["price_unknown"] = price is None and row["cache_status"] != "idempotent_replay"
     else:
-        cost = cost_breakdown(price, **tokens)
+        cost = cost_breakdown(usage, price)
         costs = {
             "input_cost_nano": cost.input_nano,
             "output_cost_nano": cost.output_nano,
@@ -136,9 +137,7 @@ def _costs(row: dict[str, Any], price: Price | None, baseline: Price | None) -> 
             "price_source": price.source,
         }
     if baseline is not None and row["cache_status"] != "idempotent_replay":
-        costs["baseline_cost_nano"] = cost_breakdown(
-            baseline, prompt_tokens=tokens["prompt_tokens"], completion_tokens=tokens["completion_tokens"]
-        ).total_nano
+        costs["baseline_cost_nano"] = cost_nano(Usage(usage.prompt_tokens, usage.completion_tokens), baseline)
     else:
         costs["baseline_cost_nano"] = row["baseline_cost_nano"]
     return costs

@@ -11,11 +11,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from gateway.cli import demo as cli_demo
-from gateway.cli import keys as cli_keys
-from gateway.cli import ledger as cli_ledger
-from gateway.cli import pricing as cli_pricing
-from gateway.cli import routing as cli_routing
+import gateway.cli.demo as cli_demo
+import gateway.cli.keys as cli_keys
+import gateway.cli.ledger as cli_ledger
+import gateway.cli.pricing as cli_pricing
+import gateway.cli.routing as cli_routing
 from gateway.config.loader import ConfigError, load_config
 from gateway.config.schema import Config, DatabaseConfig
 from gateway.errors import InvalidRequest

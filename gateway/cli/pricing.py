@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import TextIO
 
-from gateway.cli import local as cli_local
+import gateway.cli.local as cli_local
 from gateway.config.loader import ConfigError
 from gateway.config.loader import load_config as load_config_file
 from gateway.config.schema import Config

@@ -13,9 +13,10 @@ from gateway.models import Allow, Deployment, Model, ModelRegistry
 from gateway.policy.budgets import DAY, MONTH, Budget, Budgets, Reservation
 from gateway.policy.limits import Admission, Limit, RateLimits
 from gateway.policy.principal import PermissionDenied, Principal
-from pricing.cost import cost_breakdown
+from pricing.cost import cost_nano
 from pricing.money import usd_to_nano
 from providers.types import ChatRequest
+from usage import Usage
 
 _DEFAULT_CACHE = TeamCacheConfig()
 # Output a request may produce when it sets no max_tokens, for its worst-case cost.
@@ -118,7 +119,7 @@ class PolicyGate:
         those its team's data policy rules out not)."""
         output = _max_output(chat.body)
         costs = [
-            cost_breakdown(d.price, prompt_tokens=prompt_tokens, completion_tokens=output).total_nano
+            cost_nano(Usage(prompt_tokens=prompt_tokens, completion_tokens=output), d.price)
             for m, d in self._registry.chain(model)
             if d.price is not None and (allow is None or allow(m, d))
         ]

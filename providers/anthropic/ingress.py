@@ -20,7 +20,8 @@ import orjson
 from providers.errors import UpstreamBadResponse, invalid_parameter
 from providers.openai_compat import from_openai_usage
 from providers.sse import encode_event
-from providers.types import JSON, Usage
+from providers.types import JSON
+from usage import Usage
 
 STOP_REASONS = {
     "stop": "end_turn",

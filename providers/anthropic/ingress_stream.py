@@ -11,7 +11,8 @@ from typing import Any
 
 from providers.anthropic.ingress import STOP_REASONS, Event, to_anthropic_error, to_anthropic_usage
 from providers.openai_compat import from_openai_usage
-from providers.types import JSON, Usage
+from providers.types import JSON
+from usage import Usage
 
 
 class AnthropicStreamEncoder:

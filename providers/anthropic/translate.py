@@ -28,7 +28,8 @@ from providers.anthropic.content import to_blocks, to_system_blocks, to_tool_res
 from providers.errors import UpstreamBadResponse
 from providers.errors import invalid_parameter as invalid
 from providers.openai_compat import to_openai_usage
-from providers.types import JSON, Usage
+from providers.types import JSON
+from usage import Usage
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 # Anthropic requires the first turn to be the user's; the smallest turn it accepts.

@@ -13,7 +13,8 @@ from typing import Any
 
 from providers.errors import UpstreamBadResponse
 from providers.errors import invalid_parameter as invalid
-from providers.types import JSON, Usage
+from providers.types import JSON
+from usage import Usage
 
 CHARS_PER_TOKEN = 4
 

@@ -23,7 +23,8 @@ import orjson
 from providers.errors import invalid_parameter as invalid
 from providers.gemini.content import to_gemini_contents
 from providers.openai_compat import to_openai_usage
-from providers.types import JSON, Usage
+from providers.types import JSON
+from usage import Usage
 
 _GENERATION = {
     "temperature": "temperature",

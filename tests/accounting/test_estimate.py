@@ -15,7 +15,7 @@ import tiktoken
 
 from gateway.accounting import estimate
 from gateway.accounting.estimate import _PER_MESSAGE_TOKENS, count_tokens, estimate_usage, with_generated
-from providers.types import Usage
+from usage import Usage
 
 TEXTS = [
     "",

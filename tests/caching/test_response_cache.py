@@ -29,9 +29,10 @@ from gateway.state.redis_store import RedisStateStore
 from gateway.state.store import StateStore
 from providers.openai_compat import from_openai_usage
 from providers.sse import SSEDecoder
-from providers.types import Completion, Usage
+from providers.types import Completion
 from sandbox.server import SandboxServer
 from tests.services import require_redis
+from usage import Usage
 
 QUESTION = [{"role": "user", "content": "What is a toll road?"}]
 REQUEST: dict[str, Any] = {"model": "gpt-4o-mini", "messages": QUESTION, "temperature": 0}

@@ -12,7 +12,8 @@ import pytest
 from gateway.execution.fleets import hold
 from local_backend.fleet import Replica
 from providers.errors import UpstreamBadResponse
-from providers.types import StreamChunk, Usage
+from providers.types import StreamChunk
+from usage import Usage
 
 
 class Upstream:

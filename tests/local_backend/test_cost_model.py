@@ -9,6 +9,7 @@ import pytest
 from local_backend.cost_model import BreakEven, GpuDeployment, break_even
 from pricing.cost import cost_nano
 from pricing.price import Price
+from usage import Usage
 
 GPT_4O = Price.per_mtok(input="2.50", output="10", cached_input="1.25")
 # One $2.50/hour GPU doing 20,000 prefill and 1,500 decode tokens/s, busy 60% of the time.
@@ -31,7 +32,7 @@ def test_a_fully_busy_gpu_charges_each_token_its_gpu_time() -> None:
     assert (price.input, price.output) == (100_000_000, 1_000_000_000)
     assert price.source == "gpu:3.60x1"
     # A request of 5,000 in + 500 out occupies 0.5 s + 0.5 s of the GPU = $0.001:
-    assert cost_nano(price, prompt_tokens=5_000, completion_tokens=500) == 1_000_000
+    assert cost_nano(Usage(prompt_tokens=5_000, completion_tokens=500), price) == 1_000_000
 
 
 def test_idle_time_and_more_gpus_raise_the_price_per_token() -> None:

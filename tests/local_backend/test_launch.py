@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from gateway.cli import local as cli_local
+import gateway.cli.local as cli_local
 from local_backend.launch import LaunchSpec, SpeculativeSpec, launch_command
 
 SPEC = LaunchSpec(

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+import gateway.cli.keys as cli_keys
 from gateway.accounting.database import DATABASE_URL_ENV, create_engine
-from gateway.cli import keys as cli_keys
 from gateway.config.loader import build_config
 from gateway.config.schema import Config
 from gateway.policy.key_store import KeyRecord, KeyStore

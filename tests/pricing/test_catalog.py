@@ -15,6 +15,7 @@ import pricing.catalog
 from pricing.catalog import PriceCatalog
 from pricing.cost import cost_breakdown, cost_nano
 from pricing.price import Tier
+from usage import Usage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +54,7 @@ def test_claude_sonnet_4_5_has_both_cache_write_prices(catalog: PriceCatalog) ->
     )
     assert catalog.cache_min_tokens("claude-sonnet-4-5") == 1024
     # 1,800 in + 220 out at $3 / $15: the worked example, priced from the table.
-    assert cost_nano(price, prompt_tokens=1800, completion_tokens=220) == 8_700_000
+    assert cost_nano(Usage(prompt_tokens=1800, completion_tokens=220), price) == 8_700_000
 
 
 def test_gemini_2_5_pro_by_provider_has_its_long_context_tier(catalog: PriceCatalog) -> None:
@@ -65,7 +66,8 @@ def test_gemini_2_5_pro_by_provider_has_its_long_context_tier(catalog: PriceCata
     # 250,000 in (50,000 cached) + 2,000 out, all at the >200k tier:
     # 200,000 x $2.50 + 50,000 x $0.25 + 2,000 x $15 = $0.50 + $0.0125 + $0.03 = $0.5425.
     assert (
-        cost_nano(price, prompt_tokens=250_000, completion_tokens=2_000, cached_tokens=50_000) == 542_500_000
+        cost_nano(Usage(prompt_tokens=250_000, completion_tokens=2_000, cached_tokens=50_000), price)
+        == 542_500_000
     )
     assert catalog.context_window("gemini-2.5-pro", provider="gemini") == 1_048_576
 
@@ -77,12 +79,14 @@ def test_a_provider_specific_key_wins_over_the_bare_one(catalog: PriceCatalog) -
     # 250,000 in: 50,000 read, 100,000 written (40,000 for 1h), 100,000 fresh; 1,000 out, at the tier:
     #   100,000 x $6 + 50,000 x $0.60 + 60,000 x $7.50 + 40,000 x $12 = $1.56 in; 1,000 x $22.50 out.
     cost = cost_breakdown(
+        Usage(
+            prompt_tokens=250_000,
+            completion_tokens=1_000,
+            cached_tokens=50_000,
+            cache_write_tokens=100_000,
+            cache_write_1h_tokens=40_000,
+        ),
         vertex,
-        prompt_tokens=250_000,
-        completion_tokens=1_000,
-        cached_tokens=50_000,
-        cache_write_tokens=100_000,
-        cache_write_1h_tokens=40_000,
     )
     assert (cost.input_nano, cost.output_nano, cost.total_nano) == (1_560_000_000, 22_500_000, 1_582_500_000)
     # A provider LiteLLM has no key for falls back to the bare model.
@@ -93,7 +97,7 @@ def test_text_embedding_3_small_is_input_only(catalog: PriceCatalog) -> None:
     price = catalog.lookup("text-embedding-3-small")
     assert price is not None and (price.input, price.output) == (20_000_000, 0)
     # 10,000 tokens x $0.02/MTok = $0.0002.
-    assert cost_nano(price, prompt_tokens=10_000, completion_tokens=0) == 200_000
+    assert cost_nano(Usage(prompt_tokens=10_000, completion_tokens=0), price) == 200_000
 
 
 def test_a_dated_model_uses_its_own_key_when_the_table_has_one(catalog: PriceCatalog) -> None:

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from gateway.cli import pricing as cli_pricing
+import gateway.cli.pricing as cli_pricing
 from gateway.config.loader import ConfigError, parse_config
 from gateway.config.schema import Config
 from pricing.catalog import PriceCatalog

@@ -25,7 +25,7 @@ from providers.anthropic import (
     to_anthropic_response,
 )
 from providers.errors import UpstreamRejected
-from providers.types import Usage
+from usage import Usage
 
 EVENT = pydantic.TypeAdapter(RawMessageStreamEvent)
 

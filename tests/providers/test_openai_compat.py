@@ -23,6 +23,7 @@ from providers.errors import (
 from providers.httpx_upstream import HttpxUpstream
 from providers.openai_compat import OpenAICompatAdapter, from_openai_usage, to_openai_body
 from providers.types import ChatRequest, Target
+from usage import Usage
 
 RAW = b'{"model":"m","messages":[{"role":"user","content":"hi"}],  "temperature":0}'
 
@@ -65,6 +66,24 @@ def test_vllm_usage_without_details_and_openai_usage_with_them() -> None:
         }
     )
     assert (usage.cached_tokens, usage.reasoning_tokens, usage.total_tokens) == (1024, 200, 2300)
+
+
+def test_litellm_shaped_usage_reports_anthropic_cache_reads_and_writes_in_its_extra_fields() -> None:
+    # LiteLLM (its adapter, or a LiteLLM proxy behind an OpenAI-compatible one) may report Claude's
+    # cache only in Anthropic's names; the details object wins where it says something.
+    usage = from_openai_usage(
+        {
+            "prompt_tokens": 1500,
+            "completion_tokens": 20,
+            "prompt_tokens_details": {"cached_tokens": None},
+            "cache_read_input_tokens": 1000,
+            "cache_creation_input_tokens": 200,
+        }
+    )
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens) == (1500, 1000, 200)
+    both = {"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": 4}, "cache_read_input_tokens": 7}
+    assert from_openai_usage(both).cached_tokens == 4
+    assert from_openai_usage(None) == from_openai_usage([1, 2]) == Usage()
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import routing as cli_routing
+import gateway.cli.routing as cli_routing
 from gateway.routing import FEATURE_NAMES, ComplexityClassifier
 
 WEAK, STRONG = "small-model", "big-model"

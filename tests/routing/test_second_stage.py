@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import routing as cli_routing
+import gateway.cli.routing as cli_routing
 from gateway.config.schema import RoutingConfig
 from gateway.routing import ComplexityClassifier, WeightsError
 from gateway.routing.second_stage import (
