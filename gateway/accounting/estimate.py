@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from providers.types import Usage
+from usage import Usage
 
 log = logging.getLogger("tollgate.ledger")
 

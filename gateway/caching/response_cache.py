@@ -26,7 +26,8 @@ import orjson
 from gateway.state.store import StateStore
 from providers.openai_compat import from_openai_usage, to_openai_usage
 from providers.sse import DONE, DONE_EVENT, SSEDecoder, encode_data
-from providers.types import JSON, Completion, StreamChunk, Usage
+from providers.types import JSON, Completion, StreamChunk
+from usage import Usage
 
 _FORMAT = 1
 # Content is replayed in deltas of at most this many characters: "a few" chunks, not one per token.

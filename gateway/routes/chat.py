@@ -46,7 +46,8 @@ from gateway.routing.router import TIER_HEADER
 from gateway.runtime import Runtime
 from pricing.money import format_usd
 from providers.errors import ProviderError
-from providers.types import ChatRequest, StreamChunk, Usage
+from providers.types import ChatRequest, StreamChunk
+from usage import Usage
 
 log = logging.getLogger("tollgate.chat")
 

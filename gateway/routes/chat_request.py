@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.errors import InvalidRequest
+from gateway.routes.body import json_object
 from providers.types import ChatRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -30,19 +29,10 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
 }
 _BOOLS = ("stream", "logprobs", "parallel_tool_calls", "store")
 _OBJECTS = ("response_format", "metadata", "logit_bias")
-# orjson reads 1,024 levels of nesting but writes only 254, and every stage after parsing writes
-# the body again (cache keys, adapters; a translation may wrap a value a level or two deeper).
-_NESTING_MARGIN = 3
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object", code="invalid_json")
-    check_nesting(body)
+    body = json_object(raw)
     model = body.get("model")
     if model is None:
         raise InvalidRequest(
@@ -71,20 +61,6 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             )
     include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
     return ChatRequest(body=body, raw=raw, model=model, stream=stream, include_usage=include_usage)
-
-
-def check_nesting(body: Any) -> None:
-    """Refuse a body nested too deeply to be written back as JSON, rather than fail later with a 500.
-    Writing it inside a few extra arrays checks the depth and the margin at orjson's speed."""
-    wrapped = body
-    for _ in range(_NESTING_MARGIN):
-        wrapped = [wrapped]
-    try:
-        orjson.dumps(wrapped)
-    except orjson.JSONEncodeError:
-        raise InvalidRequest(
-            f"request body is nested more than {254 - _NESTING_MARGIN} levels deep", code="invalid_json"
-        ) from None
 
 
 def _check_messages(messages: Any) -> None:

@@ -9,7 +9,8 @@ from typing import Protocol
 import orjson
 
 from gateway.errors import InvalidRequest, describe
-from gateway.routes.chat_request import check_nesting, parse_chat_request
+from gateway.routes.body import json_object
+from gateway.routes.chat_request import parse_chat_request
 from providers.anthropic.ingress import (
     encode_events,
     from_anthropic_request,
@@ -102,15 +103,9 @@ class AnthropicMessages:
     endpoint = "messages"
 
     def parse(self, raw: bytes) -> ChatRequest:
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
-        if not isinstance(body, dict):
-            raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+        body = json_object(raw)
         if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
             raise InvalidRequest("max_tokens: Field required (an integer)", param="max_tokens")
-        check_nesting(body)
         try:
             translated = orjson.dumps(from_anthropic_request(body))
         except (TypeError, AttributeError, ValueError) as exc:

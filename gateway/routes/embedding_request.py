@@ -4,23 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.errors import InvalidRequest
-from gateway.routes.chat_request import check_nesting
+from gateway.routes.body import json_object
 from providers.types import EmbeddingRequest
 
 MAX_INPUTS = 2048
 
 
 def parse_embedding_request(raw: bytes) -> EmbeddingRequest:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object", code="invalid_json")
-    check_nesting(body)
+    body = json_object(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string", param="model", code="invalid_type")

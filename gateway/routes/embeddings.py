@@ -30,7 +30,8 @@ from gateway.routes.outcome import (
 )
 from gateway.runtime import Runtime
 from pricing.money import format_usd
-from providers.types import ChatRequest, Usage
+from providers.types import ChatRequest
+from usage import Usage
 
 
 async def embeddings(request: Request) -> Response:

@@ -17,7 +17,7 @@ from gateway.models import Model
 from gateway.routes.dialects import Dialect
 from gateway.runtime import Runtime
 from providers.errors import ProviderError
-from providers.types import Usage
+from usage import Usage
 
 log = logging.getLogger("tollgate.requests")
 
