@@ -44,7 +44,7 @@ def compare(first: Mapping[str, Any], second: Mapping[str, Any], *, threshold: f
         return Agreement(parsed_a == parsed_b, "json")
     norm_a, norm_b = normalise(text_a), normalise(text_b)
     if len(norm_a.split()) <= SHORT_WORDS and len(norm_b.split()) <= SHORT_WORDS:
-        return Agreement(_same_short(text_a, text_b) or norm_a == norm_b, "short")
+        return Agreement(_same_short(text_a, text_b, norm_a, norm_b), "short")
     similarity = overlap(norm_a, norm_b)
     return Agreement(similarity >= threshold, "overlap", similarity)
 
@@ -72,10 +72,13 @@ def overlap(a: str, b: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def _same_short(a: str, b: str) -> bool:
-    """Two numbers by value: "3.50" and "3.5", "1,000" and "1000" (but "-3" is not "3")."""
+def _same_short(a: str, b: str, norm_a: str, norm_b: str) -> bool:
+    """Two numbers by value ("3.50" and "3.5", "1,000" and "1000", but "-3" is not "3"), anything
+    else normalised."""
     number_a, number_b = _number(a), _number(b)
-    return number_a is not None and number_a == number_b
+    if number_a is not None and number_b is not None:
+        return number_a == number_b
+    return norm_a == norm_b
 
 
 def _number(text: str) -> float | None:
