@@ -170,3 +170,41 @@ def test_a_judge_model_decides_long_answers(
         assert row["shadow_agreement"] is True
         judge = [r for r in server.ledger_rows() if r["shadow_of"] == request_id and "judge" in r["tags"]]
         assert len(judge) == 1 and judge[0]["tags"] == '["shadow","shadow_judge"]'
+
+
+def test_the_routing_report_shows_share_low_escalations_and_agreement(
+    open_settings: SettingsFactory, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    settings = open_settings(routing=shadow_routing())
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        ids = []
+        for local, frontier in (("B", "B"), ("B", "C"), ("A", "a")):
+            fault(vllm_upstream, content=local, model=LOCAL_UPSTREAM)
+            fault(openai_upstream, content=frontier)
+            answer = httpx.post(
+                server.base_url + "/v1/chat/completions", json={"model": "auto", "messages": MESSAGES}
+            )
+            ids.append(answer.headers["x-request-id"])
+            shadow_row(server, ids[-1])  # one at a time: the frontier's faults are taken in order
+        fault(vllm_upstream, content="not json", model=LOCAL_UPSTREAM)
+        fault(openai_upstream, content='{"answer": "D"}')
+        escalated = httpx.post(
+            server.base_url + "/v1/chat/completions",
+            json={"model": "auto", "messages": MESSAGES, "response_format": {"type": "json_object"}},
+        )
+        assert escalated.headers["x-tollgate-escalated"] == "json"
+        server.call(server.runtime.ledger.flush())
+        report = httpx.get(server.base_url + "/v1/spend/routing").json()["data"]
+        by_route = {row["route"]: row for row in report}
+        local, frontier = by_route["local"], by_route["frontier"]
+        assert (local["requests"], local["answered_low"], local["share_low"]) == (3, 3, 1.0)
+        assert (local["shadow_checks"], local["shadow_agreed"], local["agreement"]) == (3, 2, 2 / 3)
+        assert local["shadow_cost_nano"] == sum(
+            r["cost_nano"] for r in server.ledger_rows() if r["shadow_of"] in ids
+        )
+        assert (frontier["requests"], frontier["answered_low"], frontier["escalated"]) == (1, 0, 1)
+        assert (
+            frontier["escalation_cost_nano"]
+            == server.ledger_row(escalated.headers["x-request-id"])["escalation_cost_nano"]
+            > 0
+        )
