@@ -41,6 +41,7 @@ from gateway.policy.limits import RateLimits
 from gateway.routing.classifier import ComplexityClassifier
 from gateway.routing.router import Router
 from gateway.routing.second_stage import load_classifier
+from gateway.routing.shadow import ShadowChecks
 from gateway.state.memory import MemoryStateStore
 from gateway.state.store import StateStore
 from pricing.book import PriceBook
@@ -89,6 +90,7 @@ class Runtime:
     semantic_index: SemanticIndex | None
     engine: AsyncEngine
     ledger: LedgerWriter
+    shadow: ShadowChecks
 
     @classmethod
     def start(
@@ -156,6 +158,7 @@ class Runtime:
             ),
             engine=engine,
             ledger=ledger,
+            shadow=ShadowChecks(),
         )
 
     def apply(self, config: Config) -> list[str]:
@@ -199,6 +202,7 @@ class Runtime:
         await self.fleets.start()
 
     async def stop(self) -> None:
+        await self.shadow.stop()  # before the adapters and the ledger they need close
         await self.fleets.stop()
         await asyncio.to_thread(self.tracing.shutdown)
         await self.ledger.stop()

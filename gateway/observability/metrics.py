@@ -167,6 +167,16 @@ class Metrics:
             "Requests whose model has no known price: their ledger rows carry price_unknown.",
             ["model"],
         )
+        self.escalations = counter(
+            "tollgate_escalations",
+            "auto answers redone on the next tier up because they failed a check (reason: the check).",
+            ["reason", "from_tier"],
+        )
+        self.shadow_checks = counter(
+            "tollgate_shadow_checks",
+            "Shadow checks by outcome: agree, disagree, failed, dropped_saturated, dropped_shutdown.",
+            ["outcome", "from_tier"],
+        )
         self.ledger_spooled = counter(
             "tollgate_ledger_spooled_rows",
             "Ledger rows written to the local spool because the database was unavailable.",

@@ -42,6 +42,7 @@ from gateway.routes.outcome import (
     request_deadline,
     response_headers,
 )
+from gateway.routing.escalation import complete_checked
 from gateway.routing.router import TIER_HEADER
 from gateway.runtime import Runtime
 from pricing.money import format_usd
@@ -159,9 +160,11 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
                     "x-accel-buffering": "no",
                 },
             )
-        completion = await runtime.executor.complete(
-            chat, model, deadline=deadline, trace=trace, allow=admitted.allows
-        )
+        # Routing checks (gateway.routing): one retry a tier up on a verifiably bad `auto` answer.
+        completion = await complete_checked(
+            runtime, chat, model, record, deadline=deadline, trace=trace, allow=admitted.allows,
+            team=gate.team(principal),
+        )  # fmt: skip
         attribute(record, trace)
         record.upstream_ms = trace.waiting_ms
         bill(runtime, record, completion.usage, trace)
@@ -180,6 +183,8 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
             await runtime.idempotency.complete(held.key, held.digest, stored, team=held.team)
         if runtime.config.ledger.store_bodies or gate.stores_bodies(principal.team):
             record.keep_bodies(raw, body, limit=runtime.config.ledger.body_max_bytes)
+        # Routing checks: maybe also ask the tier above, in the background, to measure agreement.
+        runtime.shadow.sample(runtime, chat, completion, record, trace, team=gate.team(principal))
         return Response(body, media_type="application/json", headers=headers)
     except Exception as exc:
         attribute(record, trace)

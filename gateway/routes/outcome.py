@@ -85,6 +85,8 @@ def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
     if trace.model is not None:
         headers["x-tollgate-model"] = trace.model.name
         headers["x-tollgate-tier"] = trace.model.tier
+    if record.escalation_reason is not None:
+        headers["x-tollgate-escalated"] = record.escalation_reason
     return headers
 
 

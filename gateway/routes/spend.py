@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 
+from gateway.accounting.routing_checks import routing_checks
 from gateway.accounting.spend import (
     FILTER_PATTERN,
     GROUPS,
@@ -71,6 +72,39 @@ async def spend(
         "group_by": list(query.group_by),
         "data": rows,
         "totals": summary,
+    }
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+@router.get("/v1/spend/routing", summary="Per route: share answered low, savings, escalations, agreement")
+async def routing(
+    request: Request,
+    since: str | None = Query(None, description="ISO date/time or a span back from now: 30m, 12h, 7d"),
+    until: str | None = Query(None, description="ISO date/time; default now"),
+) -> Response:
+    """How `auto` routing holds up on this gateway's own traffic (`gateway.accounting.routing_checks`);
+    a team key sees its own team's requests."""
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(
+        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+    )
+    now = datetime.now(UTC)
+    start = parse_time(since, default=now - timedelta(days=30), now=now)
+    end = parse_time(until, default=now, now=now)
+    tiers = runtime.config.routing.tiers
+    rows = await routing_checks(
+        runtime.engine,
+        since=start,
+        until=end,
+        auto_model=runtime.config.routing.auto_model,
+        top_tier=tiers[-1].name if tiers else None,
+        team=principal.team if principal.kind == "team_key" else None,
+    )
+    body = {
+        "object": "routing_checks",
+        "since": start.isoformat(),
+        "until": end.isoformat(),
+        "data": [row.to_json() for row in rows],
     }
     return Response(orjson.dumps(body), media_type="application/json")
 

@@ -104,6 +104,35 @@ class Router:
         )
         return Route(model, tier, reason[:256], assessment.score)
 
+    def tier_of(self, model: Model) -> str | None:
+        """The routing tier `model` answers in: its own (a routed model carries it) or the first tier
+        that lists it (a fallback the executor reached carries its config tier instead)."""
+        listing = [t for t in self._order if any(m.name == model.name for m in self._models[t])]
+        return model.tier if model.tier in listing else next(iter(listing), None)
+
+    def tier_above(self, tier: str, chat: ChatRequest, team: TeamConfig | None) -> Model | None:
+        """The model the next tier above `tier` would answer this request with, honouring what
+        `route` honours (the team's allowed tiers and models, its data policy, the request's needs
+        and context); None at the top or when no tier above may serve it. What an escalation and a
+        shadow check ask."""
+        if tier not in self._tiers:
+            return None
+        local_only = team is not None and team.data_policy == "local-only"
+        allowed_models = team.allowed_models if team is not None else None
+        for above in self._order[self._order.index(tier) + 1 :]:
+            if team is not None and team.allowed_tiers is not None and above not in team.allowed_tiers:
+                continue
+            if local_only and not any(d.self_hosted for m in self._models[above] for d in m.deployments):
+                continue
+            try:
+                model, _ = self._tier_model(above, chat, local_only)
+            except InvalidRequest:
+                return None  # nothing from here up fits: no tier further up would either
+            if allowed_models is not None and not {self._config.auto_model, model.name} & set(allowed_models):
+                continue
+            return model
+        return None
+
     def _tier_model(self, tier: str, chat: ChatRequest, local_only: bool) -> tuple[Model, str]:
         """The tier's best model that can serve the request, falling back through the rest of the
         tier and then the tiers above it; and a note for the reason when a need skipped a model.
