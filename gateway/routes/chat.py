@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
 
 import anyio
 from starlette.requests import Request
@@ -19,7 +18,7 @@ from starlette.responses import Response
 
 from gateway.accounting.estimate import estimate_usage, with_generated
 from gateway.accounting.record import RequestRecord
-from gateway.caching.lookup import MISS, CacheLookup, look_up, prepare_prompt_caching, remember
+from gateway.caching.lookup import look_up, prepare_prompt_caching
 from gateway.caching.response_cache import CachedAnswer, from_stream, replay_chunks
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.execution.executor import Trace
@@ -28,20 +27,18 @@ from gateway.http.headers import request_headers
 from gateway.http.relay_response import RelayResponse
 from gateway.http.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.models import Model
-from gateway.policy.gate import Admitted, PolicyGate
+from gateway.policy.gate import PolicyGate
 from gateway.policy.principal import Principal, authenticate
 from gateway.routes.body import read_body
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
 from gateway.routes.outcome import (
     TAGS_HEADER,
     attribute,
-    bill,
-    close_record,
-    error_response,
     parse_tags,
     request_deadline,
     response_headers,
 )
+from gateway.routes.settlement import HeldKey, Settlement
 from gateway.routing.escalation import complete_checked
 from gateway.routing.router import TIER_HEADER
 from gateway.runtime import Runtime
@@ -53,17 +50,6 @@ from usage import Usage
 log = logging.getLogger("tollgate.chat")
 
 _MAX_IDEMPOTENCY_KEY = 255
-
-
-class _Idempotency:
-    """The key a request holds while it runs, so its answer can be stored or the key released."""
-
-    __slots__ = ("digest", "key", "team")
-
-    def __init__(self, key: str, digest: str, team: str | None) -> None:
-        self.key = key
-        self.digest = digest
-        self.team = team
 
 
 async def chat_completions(request: Request) -> Response:
@@ -89,114 +75,82 @@ async def serve(request: Request, dialect: Dialect) -> Response:
 
 
 async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: RequestRecord) -> Response:
-    gate = runtime.gate  # one policy for the whole request, even if the config reloads meanwhile
-    trace = Trace()
-    held: _Idempotency | None = None
-    admitted: Admitted | None = None
-    handed_to_stream = False
+    settlement = Settlement(runtime, runtime.gate, record, Trace())
     try:
-        principal = await authenticate(
-            request_headers(request),
-            admin_key=runtime.admin_key,
-            keys=runtime.keys,
-            open_mode=runtime.open_mode,
-        )
-        record.team, record.key_id = principal.team, principal.key_id
-        raw = await read_body(request, runtime.config.server.max_body_bytes)
-        chat = dialect.parse(raw)
-        record.requested_model = chat.model
-        record.stream = chat.stream
-        record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
-        record.tags = parse_tags(request_headers(request).get(TAGS_HEADER))
-        model = await _route(runtime, gate, request, principal, chat, record)
-        deadline = request_deadline(request, runtime, model)
-        key = request_headers(request).get("idempotency-key")
-        if key is not None:
-            replay, held = await _claim(runtime, record, key, raw, deadline)
-            if replay is not None:
-                return replay
-        admitted = await gate.admit(principal, chat, model, tags=record.tags)
-        record.tags, record.flags = admitted.tags, admitted.flags
-        policy = gate.cache_policy(principal.team)
-        lookup = await look_up(
-            runtime,
-            request_headers(request),
-            chat,
-            model,
-            principal=principal,
-            policy=policy,
-            allow=admitted.allows,
-        )
-        record.cache_status = lookup.status
-        if lookup.answer is not None:
-            return await _from_cache(runtime, gate, record, chat, model, dialect, lookup, admitted)
-        prepare_prompt_caching(chat, team=principal.team, policy=policy)
-        if chat.stream:
-            first, chunks = await runtime.executor.open_stream(
-                chat, model, deadline=deadline, trace=trace, allow=admitted.allows
-            )
-            record.mark_first_byte()
-            record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
-            attribute(record, trace)
-            handed_to_stream = True
-            flight = _Flight(
-                runtime,
-                gate,
-                record,
-                chat,
-                trace,
-                held,
-                admitted,
-                model,
-                lookup if lookup.status == MISS else None,
-            )
-            return RelayResponse(
-                _relay(flight, dialect.encoder(chat), first, chunks),
-                media_type="text/event-stream",
-                headers={
-                    **admitted.headers,
-                    **response_headers(record, trace),
-                    "cache-control": "no-cache",
-                    "x-accel-buffering": "no",
-                },
-            )
-        # Routing checks (gateway.routing): one retry a tier up on a verifiably bad `auto` answer.
-        completion = await complete_checked(
-            runtime, chat, model, record, deadline=deadline, trace=trace, allow=admitted.allows,
-            team=gate.team(principal),
-        )  # fmt: skip
-        attribute(record, trace)
-        record.upstream_ms = trace.waiting_ms
-        bill(runtime, record, completion.usage, trace)
-        record.status = 200
-        await gate.finish(
-            admitted, cost_nano=record.cost_nano, tokens=record.prompt_tokens + record.completion_tokens
-        )
-        headers = {**admitted.headers, **response_headers(record, trace)}
-        headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
-        body = dialect.render(completion, chat)
-        if lookup.status == MISS and lookup.key is not None:
-            if await runtime.response_cache.put(lookup.key, CachedAnswer.from_completion(completion)):
-                remember(runtime, lookup, team=principal.team, model=model)
-        if held is not None:
-            stored = StoredResponse(200, headers, body)
-            await runtime.idempotency.complete(held.key, held.digest, stored, team=held.team)
-        if runtime.config.ledger.store_bodies or gate.stores_bodies(principal.team):
-            record.keep_bodies(raw, body, limit=runtime.config.ledger.body_max_bytes)
-        # Routing checks: maybe also ask the tier above, in the background, to measure agreement.
-        runtime.shadow.sample(runtime, chat, completion, record, trace, team=gate.team(principal))
-        return Response(body, media_type="application/json", headers=headers)
+        return await _answer(request, dialect, settlement)
     except Exception as exc:
-        attribute(record, trace)
-        if not handed_to_stream:
-            if held is not None:
-                await runtime.idempotency.release(held.key, team=held.team)
-            if admitted is not None and record.status != 200:
-                await gate.abandon(admitted)
-        return error_response(record, trace, exc, dialect)
+        attribute(record, settlement.trace)
+        return await settlement.failed(exc, dialect)
     finally:
-        if not handed_to_stream:
-            close_record(runtime, record)
+        if not settlement.streaming:
+            settlement.close()
+
+
+async def _answer(request: Request, dialect: Dialect, settlement: Settlement) -> Response:
+    """Sign in, parse, route, claim the idempotency key, pass the gate, try the cache, then ask
+    upstream: each step leaves on `settlement` what the request's end must settle."""
+    runtime, gate, record, trace = settlement.runtime, settlement.gate, settlement.record, settlement.trace
+    headers = request_headers(request)
+    principal = await authenticate(
+        headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+    )
+    record.team, record.key_id = principal.team, principal.key_id
+    raw = await read_body(request, runtime.config.server.max_body_bytes)
+    chat = dialect.parse(raw)
+    record.requested_model, record.stream = chat.model, chat.stream
+    record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
+    record.tags = parse_tags(headers.get(TAGS_HEADER))
+    model = settlement.model = await _route(runtime, gate, request, principal, chat, record)
+    deadline = request_deadline(request, runtime, model)
+    key = headers.get("idempotency-key")
+    if key is not None:
+        replay = await _claim(settlement, key, raw, deadline)
+        if replay is not None:
+            return replay
+    admitted = settlement.admitted = await gate.admit(principal, chat, model, tags=record.tags)
+    record.tags, record.flags = admitted.tags, admitted.flags
+    policy = gate.cache_policy(principal.team)
+    lookup = await look_up(
+        runtime, headers, chat, model, principal=principal, policy=policy, allow=admitted.allows
+    )
+    settlement.looked_up(lookup)
+    if lookup.answer is not None:
+        return await _from_cache(settlement, chat, model, dialect, lookup.answer, lookup.status)
+    prepare_prompt_caching(chat, team=principal.team, policy=policy)
+    if chat.stream:
+        first, chunks = await runtime.executor.open_stream(
+            chat, model, deadline=deadline, trace=trace, allow=admitted.allows
+        )
+        record.mark_first_byte()
+        record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
+        attribute(record, trace)
+        settlement.streaming = True
+        return RelayResponse(
+            _relay(settlement, chat, dialect.encoder(chat), first, chunks),
+            media_type="text/event-stream",
+            headers={**settlement.headers(), "cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+    team = gate.team(principal)
+    # Routing checks (gateway.routing): one retry a tier up on a verifiably bad `auto` answer.
+    completion = await complete_checked(
+        runtime, chat, model, record, deadline=deadline, trace=trace, allow=admitted.allows, team=team
+    )
+    attribute(record, trace)
+    record.upstream_ms = trace.waiting_ms
+    settlement.bill(completion.usage)
+    record.status = 200
+    answer_headers = settlement.headers()
+    answer_headers["x-tollgate-cost-usd"] = format_usd(record.cost_nano)
+    body = dialect.render(completion, chat)
+    await settlement.answered(
+        stored=StoredResponse(200, answer_headers, body) if settlement.held is not None else None,
+        answer=CachedAnswer.from_completion(completion) if settlement.miss is not None else None,
+        prompt=raw,
+        response=body,
+    )
+    # Routing checks: maybe also ask the tier above, in the background, to measure agreement.
+    runtime.shadow.sample(runtime, chat, completion, record, trace, team=team)
+    return Response(body, media_type="application/json", headers=answer_headers)
 
 
 async def _route(
@@ -224,48 +178,22 @@ async def _route(
     return model
 
 
-@dataclass(slots=True)
-class _Flight:
-    """A streamed request's state, handed from the handler to the relay that finishes it."""
-
-    runtime: Runtime
-    gate: PolicyGate
-    record: RequestRecord
-    chat: ChatRequest
-    trace: Trace
-    held: _Idempotency | None
-    admitted: Admitted
-    model: Model
-    # A cacheable miss: where to store the answer once the stream is complete.
-    miss: CacheLookup | None = None
-
-
 async def _from_cache(
-    runtime: Runtime,
-    gate: PolicyGate,
-    record: RequestRecord,
+    settlement: Settlement,
     chat: ChatRequest,
     model: Model,
     dialect: Dialect,
-    lookup: CacheLookup,
-    admitted: Admitted,
+    answer: CachedAnswer,
+    status: str,
 ) -> Response:
-    """A response-cache hit: nothing goes upstream, nothing is charged, the reservation is freed."""
-    answer = lookup.answer
-    assert answer is not None
-    record.model, record.tier, record.attempts = model.name, model.tier, 0
-    price = model.deployments[0].price
-    record.bill_cache_hit(
-        answer.usage, price=price, baseline=runtime.registry.baseline, version=runtime.prices.version
-    )
-    record.status = 200
-    await gate.finish(admitted, cost_nano=0, tokens=0)
+    """A response-cache hit, whole or replayed as a stream."""
+    await settlement.answered_from_cache(answer, model)
     headers = {
-        **admitted.headers,
+        **(settlement.admitted.headers if settlement.admitted else {}),
         "x-tollgate-model": model.name,
         "x-tollgate-tier": model.tier,
         "x-tollgate-attempts": "0",
-        "x-tollgate-cache": lookup.status,
+        "x-tollgate-cache": status,
         "x-tollgate-cost-usd": "0",
     }
     if not chat.stream:
@@ -277,9 +205,9 @@ async def _from_cache(
     return Response(frames, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"})
 
 
-async def _claim(
-    runtime: Runtime, record: RequestRecord, key: str, raw: bytes, deadline: float
-) -> tuple[Response | None, _Idempotency | None]:
+async def _claim(settlement: Settlement, key: str, raw: bytes, deadline: float) -> Response | None:
+    """Hold the idempotency key, or answer a repeat with what the first request answered."""
+    runtime, record = settlement.runtime, settlement.record
     if not key or len(key) > _MAX_IDEMPOTENCY_KEY:
         raise InvalidRequest(
             f"Idempotency-Key must be 1 to {_MAX_IDEMPOTENCY_KEY} characters", param="Idempotency-Key"
@@ -288,14 +216,15 @@ async def _claim(
     digest = fingerprint(raw)
     stored = await runtime.idempotency.claim(key, digest, wait_until=deadline, team=record.team)
     if stored is None:
-        return None, _Idempotency(key, digest, record.team)
+        settlement.held = HeldKey(key, digest, record.team)
+        return None
     # A repeat: the stored answer, no upstream call, and a zero-cost row that says why.
     record.status = stored.status
     record.cache_status = "idempotent_replay"
     record.model = stored.headers.get("x-tollgate-model")
     headers = {**stored.headers, "x-tollgate-idempotent-replay": "true", "x-tollgate-cost-usd": "0"}
     media_type = "text/event-stream" if record.stream else "application/json"
-    return Response(stored.body, status_code=stored.status, media_type=media_type, headers=headers), None
+    return Response(stored.body, status_code=stored.status, media_type=media_type, headers=headers)
 
 
 def _joined(pending: list[bytes], frame: bytes) -> bytes:
@@ -312,18 +241,22 @@ _YIELD_EVERY = 256
 
 
 async def _relay(
-    flight: _Flight, encoder: StreamEncoder, first: StreamChunk, chunks: AsyncGenerator[StreamChunk, None]
+    settlement: Settlement,
+    chat: ChatRequest,
+    encoder: StreamEncoder,
+    first: StreamChunk,
+    chunks: AsyncGenerator[StreamChunk, None],
 ) -> AsyncIterator[bytes]:
     """Frame upstream chunks in the client's dialect. The usage chunk is read for the ledger
     whether or not the client sees it; a stream that breaks before usage arrived is billed from an
-    estimate. The ledger row is written in `finally`, so a client that disconnects is still billed."""
-    runtime, record, chat, trace, held = flight.runtime, flight.record, flight.chat, flight.trace, flight.held
+    estimate. The settlement runs in `finally`, so a client that disconnects is still billed."""
+    runtime, record = settlement.runtime, settlement.record
     usage: Usage | None = None
     reported: Usage | None = None  # what the provider said before the end (`usage_so_far`)
     generated = 0
-    keep = runtime.config.ledger.store_bodies or flight.gate.stores_bodies(flight.admitted.team)
-    sent: list[bytes] | None = [] if held is not None or keep else None
-    datas: list[bytes] | None = [] if flight.miss is not None else None
+    keep = settlement.keeps_bodies()
+    sent: list[bytes] | None = [] if settlement.held is not None or keep else None
+    datas: list[bytes] | None = [] if settlement.miss is not None else None
     # Frames of chunks that arrived in one upstream read go out in one write (one syscall, not one
     # per token), but only once the first generated text is out: until then each frame goes alone
     # and at once, so the time to the first token never waits for the rest of a read.
@@ -379,25 +312,16 @@ async def _relay(
                     # counting a long prompt is milliseconds; other clients must not wait for either.
                     usage = await anyio.to_thread.run_sync(estimate_usage, chat.messages, generated)
                 record.usage_estimated = True
-            bill(runtime, record, usage, trace)
-            if keep and sent is not None:
-                record.keep_bodies(chat.raw, b"".join(sent), limit=runtime.config.ledger.body_max_bytes)
-            close_record(runtime, record)
-            await chunks.aclose()
-            # Whatever the stream produced is what it cost: settle the budget with that.
-            await flight.gate.finish(
-                flight.admitted,
-                cost_nano=record.cost_nano,
-                tokens=record.prompt_tokens + record.completion_tokens,
+            # Whatever the stream produced is what it cost: the budget settles with that.
+            settlement.bill(usage)
+            whole = b"".join(sent) if sent is not None else None
+            ok = record.status == 200
+            await settlement.answered(
+                stored=StoredResponse(200, response_headers(record, settlement.trace), whole)
+                if ok and whole is not None
+                else None,
+                answer=from_stream(datas, usage=usage) if ok and datas is not None else None,
+                prompt=chat.raw,
+                response=whole if keep else None,
             )
-            miss = flight.miss
-            if datas is not None and record.status == 200 and miss is not None and miss.key is not None:
-                answer = from_stream(datas, usage=usage)
-                if answer is not None and await runtime.response_cache.put(miss.key, answer):
-                    remember(runtime, miss, team=record.team, model=flight.model)
-            if held is not None:
-                if record.status == 200 and sent is not None:
-                    stored = StoredResponse(200, response_headers(record, trace), b"".join(sent))
-                    await runtime.idempotency.complete(held.key, held.digest, stored, team=held.team)
-                else:
-                    await runtime.idempotency.release(held.key, team=held.team)
+            await chunks.aclose()
