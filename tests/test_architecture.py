@@ -37,3 +37,44 @@ def test_package_does_not_import_what_it_must_not(package: str) -> None:
         for path in (ROOT / package).rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+# Inside gateway/, requests flow forward through the stages: a stage never reaches up into the
+# ingress handlers, the command line or the dashboard that sit on top of it.
+STAGES = (
+    "accounting",
+    "caching",
+    "config",
+    "execution",
+    "http",
+    "observability",
+    "policy",
+    "routing",
+    "state",
+)
+ABOVE_STAGES = ("gateway.routes", "gateway.cli", "gateway.dashboard")
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+    return modules
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_does_not_import_the_layers_above_it(stage: str) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.startswith(ABOVE_STAGES))
+        for path in (ROOT / "gateway" / stage).rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_gateway_top_level_stays_small() -> None:
+    """The stages live in packages; only the app, runtime, errors, registry and workers stay loose."""
+    loose = sorted(p.name for p in (ROOT / "gateway").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 10, loose

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.accounting.closing import attribute, bill, close_record
 from gateway.accounting.record import RequestRecord
 from gateway.caching.keys import is_cacheable, response_cache_key
 from gateway.caching.response_cache import CachedAnswer
@@ -17,7 +18,6 @@ from gateway.errors import describe
 from gateway.execution.executor import Trace
 from gateway.models import Allow, Model, usable
 from gateway.policy.principal import Principal
-from gateway.routes.outcome import attribute, bill, close_record
 from gateway.runtime import Runtime
 from providers.prompt_cache_key import prompt_cache_key
 from providers.types import ChatRequest, EmbeddingRequest

@@ -16,6 +16,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.accounting.closing import attribute
 from gateway.accounting.estimate import estimate_usage, with_generated
 from gateway.accounting.record import RequestRecord
 from gateway.caching.lookup import look_up, prepare_prompt_caching
@@ -31,13 +32,7 @@ from gateway.policy.gate import PolicyGate
 from gateway.policy.principal import Principal, authenticate
 from gateway.routes.body import read_body
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
-from gateway.routes.outcome import (
-    TAGS_HEADER,
-    attribute,
-    parse_tags,
-    request_deadline,
-    response_headers,
-)
+from gateway.routes.outcome import TAGS_HEADER, parse_tags, request_deadline, response_headers
 from gateway.routes.settlement import HeldKey, Settlement
 from gateway.routing.escalation import complete_checked
 from gateway.routing.router import TIER_HEADER

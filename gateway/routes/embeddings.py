@@ -7,6 +7,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.accounting.closing import attribute, bill, close_record
 from gateway.accounting.estimate import count_all
 from gateway.accounting.record import RequestRecord
 from gateway.errors import UnknownModel
@@ -18,16 +19,7 @@ from gateway.policy.principal import authenticate
 from gateway.routes.body import read_body
 from gateway.routes.dialects import OPENAI_CHAT
 from gateway.routes.embedding_request import input_texts, parse_embedding_request
-from gateway.routes.outcome import (
-    TAGS_HEADER,
-    attribute,
-    bill,
-    close_record,
-    error_response,
-    parse_tags,
-    request_deadline,
-    response_headers,
-)
+from gateway.routes.outcome import TAGS_HEADER, error_response, parse_tags, request_deadline, response_headers
 from gateway.runtime import Runtime
 from pricing.money import format_usd
 from providers.types import ChatRequest

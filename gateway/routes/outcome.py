@@ -1,5 +1,6 @@
 """What every served request ends with, whatever its endpoint: the deadline it runs under, the
-attribution and cost on its ledger row, the headers that tell the client, and the row itself."""
+headers that tell the client, and its error answer (the row itself is closed in
+`gateway.accounting.closing`)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,9 @@ from gateway.models import Model
 from gateway.routes.dialects import Dialect
 from gateway.runtime import Runtime
 from providers.errors import ProviderError
-from usage import Usage
 
 log = logging.getLogger("tollgate.requests")
 
-CLIENT_CLOSED = 499
 TIMEOUT_HEADER = "x-tollgate-timeout-ms"
 TAGS_HEADER = "x-tollgate-tags"
 _MAX_TAGS = 10
@@ -59,24 +58,6 @@ def request_deadline(request: Request, runtime: Runtime, model: Model) -> float:
     return time.monotonic() + seconds
 
 
-def bill(runtime: Runtime, record: RequestRecord, usage: Usage, trace: Trace) -> None:
-    price = trace.deployment.price if trace.deployment else None
-    record.set_usage(usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
-    if price is None:
-        runtime.metrics.price_unknown.labels(record.model or record.requested_model).inc()
-
-
-def attribute(record: RequestRecord, trace: Trace) -> None:
-    record.attempts = trace.attempts
-    record.fallback_used = trace.fallback_used
-    record.deployments_tried = ",".join(trace.tried) or None
-    if trace.model is not None and trace.deployment is not None:
-        record.model = trace.model.name
-        record.tier = trace.model.tier
-        record.provider = trace.deployment.target.provider
-        record.upstream_model = trace.deployment.target.upstream_model
-
-
 def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
     headers = {
         "x-tollgate-attempts": str(trace.attempts),
@@ -88,15 +69,6 @@ def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
     if record.escalation_reason is not None:
         headers["x-tollgate-escalated"] = record.escalation_reason
     return headers
-
-
-def close_record(runtime: Runtime, record: RequestRecord) -> None:
-    if record.status == 0:
-        record.fail(status=CLIENT_CLOSED, error_type="client_closed", message="client went away")
-    record.finish()
-    runtime.ledger.record(record)
-    runtime.metrics.observe(record)
-    runtime.tracing.finish(record)
 
 
 def error_response(record: RequestRecord, trace: Trace, exc: Exception, dialect: Dialect) -> Response:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from starlette.responses import Response
 
+from gateway.accounting.closing import bill, close_record
 from gateway.accounting.record import RequestRecord
 from gateway.caching.lookup import MISS, CacheLookup, remember
 from gateway.caching.response_cache import CachedAnswer
@@ -21,7 +22,7 @@ from gateway.execution.idempotency import StoredResponse
 from gateway.models import Model
 from gateway.policy.gate import Admitted, PolicyGate
 from gateway.routes.dialects import Dialect
-from gateway.routes.outcome import bill, close_record, error_response, response_headers
+from gateway.routes.outcome import error_response, response_headers
 from gateway.runtime import Runtime
 from usage import Usage
 

@@ -1,0 +1,43 @@
+"""Closing a request's ledger row: who answered it (from the executor's trace), what it cost at that
+deployment's price, and the row handed to the writer with its metrics and span. Shared by every
+endpoint and by the stages that spend on a request's behalf (the semantic cache's embedding)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.accounting.record import RequestRecord
+from gateway.execution.executor import Trace
+from usage import Usage
+
+if TYPE_CHECKING:
+    from gateway.runtime import Runtime
+
+CLIENT_CLOSED = 499
+
+
+def bill(runtime: Runtime, record: RequestRecord, usage: Usage, trace: Trace) -> None:
+    price = trace.deployment.price if trace.deployment else None
+    record.set_usage(usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
+    if price is None:
+        runtime.metrics.price_unknown.labels(record.model or record.requested_model).inc()
+
+
+def attribute(record: RequestRecord, trace: Trace) -> None:
+    record.attempts = trace.attempts
+    record.fallback_used = trace.fallback_used
+    record.deployments_tried = ",".join(trace.tried) or None
+    if trace.model is not None and trace.deployment is not None:
+        record.model = trace.model.name
+        record.tier = trace.model.tier
+        record.provider = trace.deployment.target.provider
+        record.upstream_model = trace.deployment.target.upstream_model
+
+
+def close_record(runtime: Runtime, record: RequestRecord) -> None:
+    if record.status == 0:
+        record.fail(status=CLIENT_CLOSED, error_type="client_closed", message="client went away")
+    record.finish()
+    runtime.ledger.record(record)
+    runtime.metrics.observe(record)
+    runtime.tracing.finish(record)
