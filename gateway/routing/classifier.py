@@ -1,6 +1,6 @@
 """The complexity score of a chat request: a logistic regression over `features`, weights from a file.
 
-The weights (`weights.json`, written by `scripts/train_router.py`) ship in the package. Scoring is a
+The weights (`weights.json`, written by `training/router/train_router.py`) ship in the package. Scoring is a
 dot product over about thirty numbers in pure Python plus the push of the fitted word weights
 (`lexicon`), so the hot path never imports numpy. Each standardised feature is clipped to +-`clip`
 first, as in training, so one extreme feature (a prompt in capitals, a thousand tools) moves the

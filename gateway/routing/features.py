@@ -9,7 +9,7 @@ of a long message say what is asked, the middle is usually the document it is as
 
 The features are meant to carry over to traffic unlike the training data (`data/routing/README.md`):
 none keys on one data set's template (an `Answer:` suffix, say). Which of them get a weight, and
-why some get none, is the training script's business (`scripts/train_router.py`).
+why some get none, is the training script's business (`training/router/train_router.py`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fitted word weights: what the words of a request say about the kind of work it asks for.
 
 The cue lists in `features` are written by hand and cover a few dozen words. The lexicon is their
-fitted counterpart: a weight for each of a few thousand words, learnt by `scripts/train_router.py`
+fitted counterpart: a weight for each of a few thousand words, learnt by `training/router/train_router.py`
 from the exam rows and from our labelled traffic sets (`data/routing/traffic/`), on top of the
 cheap features' logit. A request's push is the sum of the weights of the lexicon's words it
 contains divided by the square root of how many it contains, so a long prompt is pushed by which

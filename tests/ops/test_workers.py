@@ -24,7 +24,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
-from gateway import cli
+import gateway.cli.main as cli
 from gateway.accounting.spool import Spool
 from gateway.cli.sandbox_launcher import free_port
 from gateway.config.loader import build_config

@@ -114,7 +114,7 @@ def test_the_shipped_lexicon_weighs_what_is_asked_not_who_asks(shipped: dict[str
     """Pronouns, greetings, LaTeX commands, languages and places, other languages' function words,
     and the words the traffic sets' brief told authors to plant or avoid are left out
     (`LEXICON_STOP`, `BRIEF_WORDS`, `PLACE_WORDS`, `LANGUAGE_WORDS` and the LaTeX rule in
-    scripts/router_lexicon.py); numbers and code punctuation are the features' business."""
+    training/router/router_lexicon.py); numbers and code punctuation are the features' business."""
     words = shipped["lexicon"]["words"]
     assert len(words) > 1000
     assert not {"we", "our", "you", "please", "thanks", "the", "frac", "cdot"} & set(words)

@@ -174,6 +174,15 @@ def check_spend(world: World) -> None:
     assert BETA_TAG in world.http.get("/v1/spend", params={"group_by": "tag"}, headers=ADMIN).text
 
 
+def check_spend_routing(world: World) -> None:
+    """The routing report of a team key holds its own team's requests only."""
+    for headers in (world.as_alpha, {**world.as_alpha, "x-tollgate-team": "beta"}):
+        shown = world.http.get("/v1/spend/routing", params={"since": "7d"}, headers=headers)
+        assert shown.status_code == 200, shown.text
+        world.assert_nothing_of_beta(shown)
+    assert world.http.get("/v1/spend/routing").status_code == 401
+
+
 def check_dashboard_api(name: str) -> Callable[[World], None]:
     def check(world: World) -> None:
         path = f"/dashboard/api/{name}"
@@ -233,6 +242,7 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/v1/messages"): check_messages,
     ("POST", "/v1/embeddings"): check_embeddings,
     ("GET", "/v1/spend"): check_spend,
+    ("GET", "/v1/spend/routing"): check_spend_routing,
     ("POST", "/admin/keys"): check_admin("POST", "/admin/keys"),
     ("GET", "/admin/keys"): check_admin("GET", "/admin/keys"),
     ("DELETE", "/admin/keys/{key_id}"): check_admin("DELETE", "/admin/keys/{key_id}"),

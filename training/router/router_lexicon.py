@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from router_data import Item, source_group, source_weights
 from scipy import sparse  # type: ignore[import-untyped]
 from scipy.optimize import minimize  # type: ignore[import-untyped]
 
 from gateway.routing.features import OTHER_LANGUAGE_WORDS
+from training.router.router_data import Item, source_group, source_weights
 
 LEXICON_L2 = 1.0
 LEXICON_MIN_ROWS = 10  # a word must occur in this many training rows...

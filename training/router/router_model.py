@@ -33,12 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from router_data import Item, source_weights
-from router_lexicon import fit_words, word_pushes
-from router_report import balanced_threshold
 from scipy.optimize import minimize  # type: ignore[import-untyped]
 
 from gateway.routing.features import FEATURE_NAMES
+from training.router.router_data import Item, source_weights
+from training.router.router_lexicon import fit_words, word_pushes
+from training.router.router_report import balanced_threshold
 
 L2 = 1.0  # on standardised coefficients, against a log-loss summed over ~12k rows: a light touch
 
@@ -60,7 +60,7 @@ PRIORS: dict[str, float] = {
     # features now read these languages too (their cue words, Chinese and Japanese length), so what
     # is left is a correction: the values at which probe set F's translations score on average
     # what F scores in English, over French, German and Spanish and over Chinese, Japanese and
-    # Russian (`scripts/language_shift.py --solve`). Chosen without reading a label.
+    # Russian (`training/router/language_shift.py --solve`). Chosen without reading a label.
     "non_ascii": 0.32,
     "non_english": 0.42,
     # Work on text the user supplied (summarise, translate, proofread, extract): easy however long

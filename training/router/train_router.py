@@ -1,10 +1,10 @@
 """Train the complexity classifier, write `gateway/routing/weights.json`, print the dev figures.
 
-    .venv/bin/pip install numpy scipy                  # training only; the gateway never imports them
-    .venv/bin/python scripts/train_router.py           # fit, report, write the weights
-    .venv/bin/python scripts/train_router.py --check   # fit, report, exit 1 if the shipped file differs
-    .venv/bin/python scripts/train_router.py --compare # also the reference models (needs scikit-learn)
-    .venv/bin/python scripts/train_router.py --second-stage  # also the MiniLM head (needs .[embed])
+    .venv/bin/pip install numpy scipy        # training only; the gateway never imports them
+    .venv/bin/python -m training.router.train_router                 # fit, report, write the weights
+    .venv/bin/python -m training.router.train_router --check         # exit 1 if the shipped file differs
+    .venv/bin/python -m training.router.train_router --compare       # the reference models (scikit-learn)
+    .venv/bin/python -m training.router.train_router --second-stage  # the MiniLM head (needs .[embed])
 
 Fits only `split == "train"` rows of `data/routing/` and measures on `split == "dev"` rows (the data,
 its licences and the citations we owe: `data/routing/README.md`). The model and its fit are in
@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from router_data import (
+
+from gateway.routing import evaluation
+from gateway.routing.features import FEATURE_NAMES
+from training.router.router_data import (
     HELD_OUT_SOURCES,
     ROOT,
     Item,
@@ -40,9 +43,9 @@ from router_data import (
     traffic,
     training_rows,
 )
-from router_head import HEAD_PATH, fit_head, head_document
-from router_lexicon import LEFT_OUT_WORDS, LEXICON_L2, LEXICON_MIN_ROWS, LEXICON_MIN_SOURCES
-from router_model import (
+from training.router.router_head import HEAD_PATH, fit_head, head_document
+from training.router.router_lexicon import LEFT_OUT_WORDS, LEXICON_L2, LEXICON_MIN_ROWS, LEXICON_MIN_SOURCES
+from training.router.router_model import (
     CLIP,
     EXCLUDED,
     FLOORS,
@@ -57,10 +60,7 @@ from router_model import (
     fit_lexicon,
     round_weight,
 )
-from router_report import SEED, print_report, report
-
-from gateway.routing import evaluation
-from gateway.routing.features import FEATURE_NAMES
+from training.router.router_report import SEED, print_report, report
 
 WEIGHTS_PATH = ROOT / "gateway" / "routing" / "weights.json"
 VERSION = "1.8.0"
@@ -153,7 +153,7 @@ def weights_document(model: Model, *, threshold: float, training: dict[str, Any]
             for j, name in enumerate(FEATURE_NAMES)
         ],
         "training": {
-            "script": "scripts/train_router.py",
+            "script": "training/router/train_router.py",
             "data": files,
             "rows": training["rows"],
             "held_out_sources": sorted(HELD_OUT_SOURCES),

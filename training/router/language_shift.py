@@ -2,8 +2,8 @@
 priors of `non_english` and `non_ascii` at which it does not move on average: what sets them
 without reading a label (`gateway/routing/README.md`, versions 1.4 and 1.5).
 
-    python scripts/language_shift.py            # shifts and tier changes under the shipped weights
-    python scripts/language_shift.py --solve    # and the two priors that zero the mean shifts,
+    python -m training.router.language_shift            # shifts and tier changes under the shipped weights
+    python -m training.router.language_shift --solve    # and the two priors that zero the mean shifts,
                                                 # and the weight of a Chinese or Japanese character
                                                 # at which their translations have F's mean length
 
@@ -25,7 +25,7 @@ from gateway.routing import features
 from gateway.routing.classifier import ComplexityClassifier
 from gateway.routing.features import feature_dict
 
-PROBES = Path(__file__).resolve().parent.parent / "data" / "routing" / "probes"
+PROBES = Path(__file__).resolve().parents[2] / "data" / "routing" / "probes"
 LATIN = ("fr", "de", "es")  # marked by `non_english`
 OTHER_SCRIPTS = ("zh", "ja", "ru")  # marked by `non_ascii`
 _PRIORS = ("non_english", "non_ascii")

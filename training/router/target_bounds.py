@@ -1,7 +1,7 @@
 """What the routing issue's dev targets ask of a router, read off any router's scores.
 
     tollgate route-eval data/routing/train.jsonl --split dev --scores-out /tmp/dev.jsonl
-    python scripts/target_bounds.py /tmp/dev.jsonl
+    python -m training.router.target_bounds /tmp/dev.jsonl
 
 Splits the overall AUROC into its (complex source, simple source) pairs, then asks two questions:
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from router_data import ROOT, Item, data_digest, embeddings, source_weights
-from router_report import balanced_threshold, print_report, report
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 from sklearn.model_selection import StratifiedKFold  # type: ignore[import-untyped]
 
 from gateway.routing import evaluation
+from training.router.router_data import ROOT, Item, data_digest, embeddings, source_weights
+from training.router.router_report import balanced_threshold, print_report, report
 
 HEAD_PATH = ROOT / "gateway" / "routing" / "embedding_head.json"
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
@@ -100,7 +100,7 @@ def head_document(head: Head, *, version: str) -> dict[str, Any]:
         "training": _rounded(
             head.training
             | {
-                "script": "scripts/train_router.py --second-stage",
+                "script": "training/router/train_router.py --second-stage",
                 "row_weights": "every source weighs the same; our traffic sets together weigh as one source",
                 "threshold_rule": "intercept shifted so the best (source-weighted) balanced accuracy "
                 "on the train rows falls at the cheap stage's threshold",

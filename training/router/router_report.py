@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from router_data import PROBE_SETS, Item, length_scores, probes
 
 from gateway.routing import evaluation
+from training.router.router_data import PROBE_SETS, Item, length_scores, probes
 
 Scorer = Callable[[Sequence[Item]], list[float]]
 SEED = 20241130  # the data's own seed; the bootstrap is the only thing here that draws numbers

@@ -1,0 +1,1 @@
+"""Offline work that produces what the gateway ships (never imported by it)."""
