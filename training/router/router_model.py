@@ -89,7 +89,7 @@ FLOORS: dict[str, float] = {
     # longer question is hardly harder. In requests written as people write them, the hard ones
     # are the longer ones (length alone ranks probe sets F, G and M at 0.91, 0.95 and 0.90), most of
     # all in languages the cue lists and the lexicon cannot read. Chosen between 0.70, 0.95 and 1.2
-    # on probe set H by a rule written down first (gateway/routing/README.md, version 1.4).
+    # on probe set H by a rule written down first (docs/routing/classifier-experiments.md, version 1.4).
     "prompt_tokens": 0.95,
 }
 # Raw values up to which a floored cue keeps pushing. Standardised values are clipped at CLIP
