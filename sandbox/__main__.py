@@ -9,7 +9,7 @@ import uvicorn
 
 from sandbox.app import create_app
 from sandbox.config import DIALECTS, SandboxConfig
-from sandbox.latency import PROFILES
+from sandbox.core.latency import PROFILES
 from sandbox.server import bind_socket, uvicorn_config
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
-from sandbox.engine import Choice, FinishReason, Plan
+from sandbox.core.engine import Choice, FinishReason, Plan
+from sandbox.core.tokens import split_tokens
 from sandbox.faults import FaultRule
-from sandbox.tokens import split_tokens
 
 __all__ = ["answered"]
 

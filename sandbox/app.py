@@ -8,20 +8,20 @@ import logging
 
 import orjson
 
-from sandbox.anthropic_dialect import AnthropicDialect
-from sandbox.asgi import Exchange, Receive, Scope, Send
+from sandbox.anthropic.dialect import AnthropicDialect
 from sandbox.config import SandboxConfig
 from sandbox.control import Control, RequestLog
-from sandbox.dialect import Dialect, Handler
-from sandbox.engine import Engine
-from sandbox.errors import ApiError
+from sandbox.core.asgi import Exchange, Receive, Scope, Send
+from sandbox.core.dialect import Dialect, Handler
+from sandbox.core.engine import Engine
+from sandbox.core.errors import ApiError
+from sandbox.core.prefix_cache import CachePolicy, PrefixCache
+from sandbox.core.stats import EngineStats
+from sandbox.core.textgen import TextGenerator
 from sandbox.faults import FaultBook, FaultRule, parse_header
-from sandbox.gemini_dialect import GeminiDialect
-from sandbox.openai_dialect import OpenAIDialect
-from sandbox.prefix_cache import CachePolicy, PrefixCache
-from sandbox.stats import EngineStats
-from sandbox.textgen import TextGenerator
-from sandbox.vllm_metrics import VllmOps
+from sandbox.gemini.dialect import GeminiDialect
+from sandbox.openai.dialect import OpenAIDialect
+from sandbox.vllm.ops import VllmOps
 
 __all__ = ["SandboxApp", "create_app"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sandbox.latency import PROFILES, LatencyProfile, ProfileName
+from sandbox.core.latency import PROFILES, LatencyProfile, ProfileName
 
 __all__ = ["DIALECTS", "Dialect", "SandboxConfig"]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from sandbox.asgi import Exchange
+from sandbox.core.asgi import Exchange
+from sandbox.core.prefix_cache import PrefixCache
 from sandbox.faults import FaultBook, parse_rule
-from sandbox.prefix_cache import PrefixCache
 
 __all__ = ["Control", "RequestLog"]
 

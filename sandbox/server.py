@@ -13,7 +13,7 @@ import uvicorn
 
 from sandbox.app import SandboxApp, create_app
 from sandbox.config import Dialect, SandboxConfig
-from sandbox.latency import ProfileName
+from sandbox.core.latency import ProfileName
 
 __all__ = ["SandboxServer", "bind_socket", "uvicorn_config"]
 

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from providers.anthropic import to_anthropic_request
 from providers.anthropic.caching import approx_tokens, min_cache_tokens, place_cache_breakpoints
-from sandbox.anthropic_prompt import render_prompt
-from sandbox.errors import ApiError
+from sandbox.anthropic.prompt import render_prompt
+from sandbox.core.errors import ApiError
+from sandbox.core.tokens import Tokenizer
 from sandbox.server import SandboxServer
-from sandbox.tokens import Tokenizer
 from tests.providers.test_anthropic_properties import conversations
 from tests.sandbox.clients import long_prompt
 
