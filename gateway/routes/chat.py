@@ -182,7 +182,6 @@ async def _from_cache(
     status: str,
 ) -> Response:
     """A response-cache hit, whole or replayed as a stream."""
-    await settlement.answered_from_cache(answer, model)
     headers = {
         **(settlement.admitted.headers if settlement.admitted else {}),
         "x-tollgate-model": model.name,
@@ -191,6 +190,7 @@ async def _from_cache(
         "x-tollgate-cache": status,
         "x-tollgate-cost-usd": "0",
     }
+    await settlement.answered_from_cache(answer, model)
     if not chat.stream:
         return Response(
             dialect.render(answer.to_completion(), chat), media_type="application/json", headers=headers

@@ -263,3 +263,40 @@ def test_semantic_cache_is_off_by_default_and_answers_near_duplicates_when_on(
             "the lookups are billed too"
         )
         assert server.ledger_row(near.headers["x-request-id"])["cache_status"] == "semantic_hit"
+
+
+def test_a_cache_hit_still_carries_the_rate_limit_headers(
+    sqlite_url: str,
+    anthropic_upstream: SandboxServer,
+    openai_upstream: SandboxServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A hit passed the gate like any request: the client sees where its limits stand."""
+    config = caching_config(
+        sqlite_url,
+        anthropic_upstream.base_url,
+        openai_upstream.base_url,
+        str(tmp_path_factory.mktemp("spool")),
+        teams={"limited": {"rpm": 30}},
+    )
+    with GatewayServer(config) as server:
+        key, _ = server.call(server.runtime.keys.create("limited", "k"))
+        body = {
+            "model": "gpt-4o-mini",
+            "temperature": 0,
+            "messages": [{"role": "user", "content": f"q {uuid.uuid4().hex}"}],
+        }
+        answers = [
+            httpx.post(
+                server.base_url + "/v1/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {key}"},
+            )
+            for _ in range(2)
+        ]
+    assert [a.headers["x-tollgate-cache"] for a in answers] == ["miss", "hit"]
+    assert [a.headers["x-ratelimit-limit-requests"] for a in answers] == ["30", "30"]
+    assert (
+        answers[1].headers["x-ratelimit-remaining-requests"]
+        < answers[0].headers["x-ratelimit-remaining-requests"]
+    )
