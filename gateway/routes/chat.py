@@ -311,12 +311,15 @@ async def _relay(
             settlement.bill(usage)
             whole = b"".join(sent) if sent is not None else None
             ok = record.status == 200
-            await settlement.answered(
-                stored=StoredResponse(200, response_headers(record, settlement.trace), whole)
-                if ok and whole is not None
-                else None,
-                answer=from_stream(datas, usage=usage) if ok and datas is not None else None,
-                prompt=chat.raw,
-                response=whole if keep else None,
-            )
-            await chunks.aclose()
+            try:
+                await settlement.answered(
+                    stored=StoredResponse(200, response_headers(record, settlement.trace), whole)
+                    if ok and whole is not None
+                    else None,
+                    answer=from_stream(datas, usage=usage) if ok and datas is not None else None,
+                    prompt=chat.raw,
+                    response=whole if keep else None,
+                )
+            finally:
+                settlement.close()
+                await chunks.aclose()
