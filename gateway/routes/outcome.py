@@ -16,6 +16,7 @@ from gateway.execution.executor import Trace
 from gateway.http.headers import request_headers
 from gateway.models import Model
 from gateway.routes.dialects import Dialect
+from gateway.routing.escalation import HEADER as ESCALATED_HEADER
 from gateway.runtime import Runtime
 from providers.errors import ProviderError
 
@@ -67,7 +68,7 @@ def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
         headers["x-tollgate-model"] = trace.model.name
         headers["x-tollgate-tier"] = trace.model.tier
     if record.escalation_reason is not None:
-        headers["x-tollgate-escalated"] = record.escalation_reason
+        headers[ESCALATED_HEADER] = record.escalation_reason
     return headers
 
 

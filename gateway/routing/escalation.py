@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from gateway.execution.executor import Trace
-from gateway.routing.verdict import Verdict, judge
+from gateway.routing.router import FORCED_REASON
+from gateway.routing.verdict import judge
 from pricing.cost import cost_breakdown
 from pricing.price import Price
 from providers.types import ChatRequest, Completion, Usage
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("tollgate.escalation")
 
 HEADER = "x-tollgate-escalated"
-_FORCED = "forced by "
 
 
 async def complete_checked(
@@ -87,7 +87,7 @@ def eligible(config: Config, chat: ChatRequest, record: RequestRecord, *, is_aut
     the router chose (not one the client forced)."""
     if not config.routing.escalation.enabled or chat.stream or not is_auto:
         return False
-    if (record.route_reason or "").startswith(_FORCED):
+    if (record.route_reason or "").startswith(FORCED_REASON):
         return False
     return route_allows(config, getattr(record, "route", None))
 
@@ -105,12 +105,6 @@ def attempt_cost(usage: Usage, price: Price | None) -> int:
     if price is None:
         return 0
     return cost_breakdown(usage, price).total_nano
-
-
-def check(chat: ChatRequest, completion: Completion, *, logprob_floor: float | None = None) -> Verdict | None:
-    """The verdict on a completion, for callers holding the gateway's own types."""
-    body = _parsed(completion.body)
-    return judge(chat.body, body, logprob_floor=logprob_floor) if body is not None else None
 
 
 def _merge(trace: Trace, retry: Trace, *, answered: bool) -> None:

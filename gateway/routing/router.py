@@ -27,6 +27,8 @@ from gateway.routing.classifier import ComplexityClassifier
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
+# How a forced route's reason begins: escalation reads it to leave a tier the client chose alone.
+FORCED_REASON = f"forced by {TIER_HEADER}"
 _BYTES_PER_TOKEN = 4
 # Output tokens a request that sets no max_tokens is priced at when ranking a tier's models.
 _TYPICAL_OUTPUT = 512
@@ -88,7 +90,7 @@ class Router:
             if team is not None and team.allowed_tiers is not None and forced not in team.allowed_tiers:
                 raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
             model, note = self._tier_model(forced, chat, local_only)
-            return Route(model, forced, f"forced by {TIER_HEADER}{note}")
+            return Route(model, forced, f"{FORCED_REASON}{note}")
         if local_only and self._self_hosted_tier is not None:
             model, note = self._tier_model(self._self_hosted_tier, chat, local_only)
             return Route(model, self._self_hosted_tier, f"data policy: local-only{note}")
