@@ -5,11 +5,12 @@ The hot path passes these typed objects or untouched bytes; raw dicts stay insid
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # `Usage` lives below providers/ and pricing/ (the `usage` package); re-exported for code that imports
 # it here with the other canonical types.
+from providers.facts import RequestFacts
 from usage import Usage
 
 JSON = dict[str, Any]
@@ -33,6 +34,12 @@ class ChatRequest:
     # prompt_cache_key (None: send none).
     cache_ttl: str | None = None
     prompt_cache_key: str | None = None
+    # What the client asked, read once here (`providers.facts`); every stage reads it, none re-parses.
+    facts: RequestFacts = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.facts is None:
+            self.facts = RequestFacts.read(self.body, self.raw, model=self.model, stream=self.stream)
 
     @property
     def messages(self) -> list[JSON]:

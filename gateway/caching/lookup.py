@@ -1,5 +1,5 @@
 """The caching step of the completion pipeline: look the request up in the response cache (or say
-why not), and set up provider prompt caching for a request that has to go upstream."""
+why not). Provider prompt caching is marked in the one body-rewriting step, `gateway.routes.rewrite`."""
 
 from __future__ import annotations
 
@@ -19,12 +19,9 @@ from gateway.execution.executor import Trace
 from gateway.models import Allow, Model, usable
 from gateway.policy.principal import Principal
 from gateway.runtime import Runtime
-from providers.prompt_cache_key import prompt_cache_key
 from providers.types import ChatRequest, EmbeddingRequest
 
 HIT, MISS, BYPASS, SEMANTIC_HIT = "hit", "miss", "bypass", "semantic_hit"
-# OpenAI caches prompts from 1,024 tokens; at about 4 bytes a token, smaller ones can't benefit.
-_PROMPT_CACHE_MIN_BYTES = 4096
 OPT_IN_HEADER = "x-tollgate-cache"
 
 
@@ -110,12 +107,3 @@ async def _question_vector(
         return vector_from(answer.body)
     finally:
         close_record(runtime, record)
-
-
-def prepare_prompt_caching(chat: ChatRequest, *, team: str | None, policy: TeamCacheConfig) -> None:
-    """Ask the providers to cache the stable prefix: Anthropic breakpoints, OpenAI's cache key."""
-    if not policy.prompt_cache:
-        return
-    chat.cache_ttl = policy.prompt_cache_ttl
-    if len(chat.raw) >= _PROMPT_CACHE_MIN_BYTES:
-        chat.prompt_cache_key = prompt_cache_key(team or "", chat.body)

@@ -6,7 +6,6 @@ settles with what the request really cost; `abandon` gives everything back.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.config.schema import Config, TeamCacheConfig, TeamConfig
 from gateway.models import Allow, Deployment, Model, ModelRegistry
@@ -15,14 +14,10 @@ from gateway.policy.limits import Admission, Limit, RateLimits
 from gateway.policy.principal import PermissionDenied, Principal
 from pricing.cost import cost_nano
 from pricing.money import usd_to_nano
-from providers.types import ChatRequest
+from providers.facts import RequestFacts
 from usage import Usage
 
 _DEFAULT_CACHE = TeamCacheConfig()
-# Output a request may produce when it sets no max_tokens, for its worst-case cost.
-DEFAULT_MAX_OUTPUT = 4096
-# Bytes of JSON per prompt token, rounded down so the estimate errs high.
-BYTES_PER_TOKEN = 3
 
 
 @dataclass(slots=True)
@@ -62,8 +57,10 @@ class PolicyGate:
         return spec is not None and spec.store_bodies
 
     async def admit(
-        self, principal: Principal, chat: ChatRequest, model: Model, *, tags: tuple[str, ...]
+        self, principal: Principal, facts: RequestFacts, model: Model, *, tags: tuple[str, ...]
     ) -> Admitted:
+        """Check the request against its team's and key's policy, then take its rate-limit share
+        and reserve its worst-case cost. The body is not changed here (`gateway.routes.rewrite`)."""
         team = self.team(principal)
         key = principal.key
         admitted = Admitted(
@@ -72,25 +69,23 @@ class PolicyGate:
             tags=tuple(dict.fromkeys((*(team.default_tags if team else ()), *tags))),
             local_only=team is not None and team.data_policy == "local-only",
         )
-        self._check_model(chat.model, model, team, key.allowed_models if key else None, principal)
+        self._check_model(facts.model, model, team, key.allowed_models if key else None, principal)
         if admitted.local_only and not self._registry.self_hosted(model):
             raise PermissionDenied(
                 f"team '{principal.team}' keeps its data on the self-hosted fleet, "
-                f"which does not serve '{chat.model}'",
+                f"which does not serve '{facts.model}'",
                 code="data_policy",
             )
-        if team is not None and team.max_temperature_structured is not None:
-            _cap_temperature(chat, team.max_temperature_structured, admitted)
-        estimated = len(chat.raw) // BYTES_PER_TOKEN
+        estimated = facts.prompt_tokens
         limits = _limits(principal, team)
         if limits:
             admitted.admission = await self._limits.admit(
-                limits, estimated_tokens=estimated + _max_output(chat.body)
+                limits, estimated_tokens=estimated + facts.worst_case_output
             )
             admitted.headers = admitted.admission.headers
         budgets = _budgets(principal, team)
         if budgets:
-            worst = self.worst_case_cost(chat, model, estimated, allow=admitted.allows)
+            worst = self.worst_case_cost(facts, model, estimated, allow=admitted.allows)
             admitted.reservation = await self._budgets.reserve(budgets, worst)
             admitted.flags += [f"budget_exceeded:{name}" for name in admitted.reservation.exceeded_soft]
         return admitted
@@ -109,7 +104,7 @@ class PolicyGate:
 
     def worst_case_cost(
         self,
-        chat: ChatRequest,
+        facts: RequestFacts,
         model: Model,
         prompt_tokens: int,
         *,
@@ -117,7 +112,7 @@ class PolicyGate:
     ) -> int:
         """The most this request could cost on any deployment it might reach (fallbacks included,
         those its team's data policy rules out not)."""
-        output = _max_output(chat.body)
+        output = facts.worst_case_output
         costs = [
             cost_nano(Usage(prompt_tokens=prompt_tokens, completion_tokens=output), d.price)
             for m, d in self._registry.chain(model)
@@ -144,26 +139,6 @@ class PolicyGate:
                 param="model",
                 code="tier_not_allowed",
             )
-
-
-def _max_output(body: dict[str, Any]) -> int:
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return DEFAULT_MAX_OUTPUT
-
-
-def _cap_temperature(chat: ChatRequest, cap: float, admitted: Admitted) -> None:
-    structured = (
-        bool(chat.body.get("tools")) or (chat.body.get("response_format") or {}).get("type") == "json_schema"
-    )
-    temperature = chat.body.get("temperature")
-    if structured and isinstance(temperature, int | float) and temperature > cap:
-        # The body changes, so the bytes forwarded upstream are rebuilt from it.
-        chat.body = {**chat.body, "temperature": cap}
-        chat.raw = b""
-        admitted.flags.append(f"temperature_capped:{cap:g}")
 
 
 def _limits(principal: Principal, team: TeamConfig | None) -> list[Limit]:

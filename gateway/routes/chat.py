@@ -19,7 +19,7 @@ from starlette.responses import Response
 from gateway.accounting.closing import attribute
 from gateway.accounting.estimate import estimate_usage, with_generated
 from gateway.accounting.record import RequestRecord
-from gateway.caching.lookup import look_up, prepare_prompt_caching
+from gateway.caching.lookup import look_up
 from gateway.caching.response_cache import CachedAnswer, from_stream, replay_chunks
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.execution.executor import Trace
@@ -29,10 +29,11 @@ from gateway.http.relay_response import RelayResponse
 from gateway.http.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.models import Model
 from gateway.policy.gate import PolicyGate
-from gateway.policy.principal import Principal, authenticate
-from gateway.routes.body import read_body
+from gateway.policy.principal import Principal
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
-from gateway.routes.outcome import TAGS_HEADER, parse_tags, request_deadline, response_headers
+from gateway.routes.ingress import sign_in
+from gateway.routes.outcome import request_deadline, response_headers
+from gateway.routes.rewrite import rewrite_for_upstream
 from gateway.routes.settlement import HeldKey, Settlement
 from gateway.routing.escalation import complete_checked
 from gateway.routing.router import TIER_HEADER
@@ -85,16 +86,11 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
     """Sign in, parse, route, claim the idempotency key, pass the gate, try the cache, then ask
     upstream: each step leaves on `settlement` what the request's end must settle."""
     runtime, gate, record, trace = settlement.runtime, settlement.gate, settlement.record, settlement.trace
-    headers = request_headers(request)
-    principal = await authenticate(
-        headers, admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
-    )
-    record.team, record.key_id = principal.team, principal.key_id
-    raw = await read_body(request, runtime.config.server.max_body_bytes)
+    inbound = await sign_in(request, runtime, record)
+    headers, principal, raw = inbound.headers, inbound.principal, inbound.raw
     chat = dialect.parse(raw)
-    record.requested_model, record.stream = chat.model, chat.stream
-    record.user = chat.body.get("user") if isinstance(chat.body.get("user"), str) else None
-    record.tags = parse_tags(headers.get(TAGS_HEADER))
+    facts = chat.facts
+    record.requested_model, record.stream, record.user = facts.model, facts.stream, facts.user
     model = settlement.model = await _route(runtime, gate, request, principal, chat, record)
     deadline = request_deadline(request, runtime, model)
     key = headers.get("idempotency-key")
@@ -102,7 +98,7 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
         replay = await _claim(settlement, key, raw, deadline)
         if replay is not None:
             return replay
-    admitted = settlement.admitted = await gate.admit(principal, chat, model, tags=record.tags)
+    admitted = settlement.admitted = await gate.admit(principal, facts, model, tags=record.tags)
     record.tags, record.flags = admitted.tags, admitted.flags
     policy = gate.cache_policy(principal.team)
     lookup = await look_up(
@@ -111,7 +107,8 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
     settlement.looked_up(lookup)
     if lookup.answer is not None:
         return await _from_cache(settlement, chat, model, dialect, lookup.answer, lookup.status)
-    prepare_prompt_caching(chat, team=principal.team, policy=policy)
+    team = gate.team(principal)
+    record.flags += rewrite_for_upstream(chat, team_name=principal.team, team=team, cache=policy)
     if chat.stream:
         first, chunks = await runtime.executor.open_stream(
             chat, model, deadline=deadline, trace=trace, allow=admitted.allows
@@ -125,7 +122,6 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
             media_type="text/event-stream",
             headers={**settlement.headers(), "cache-control": "no-cache", "x-accel-buffering": "no"},
         )
-    team = gate.team(principal)
     # Routing checks (gateway.routing): one retry a tier up on a verifiably bad `auto` answer.
     completion = await complete_checked(
         runtime, chat, model, record, deadline=deadline, trace=trace, allow=admitted.allows, team=team

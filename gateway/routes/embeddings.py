@@ -15,14 +15,13 @@ from gateway.execution.executor import Trace
 from gateway.http.headers import request_headers
 from gateway.http.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.policy.gate import Admitted
-from gateway.policy.principal import authenticate
-from gateway.routes.body import read_body
 from gateway.routes.dialects import OPENAI_CHAT
 from gateway.routes.embedding_request import input_texts, parse_embedding_request
-from gateway.routes.outcome import TAGS_HEADER, error_response, parse_tags, request_deadline, response_headers
+from gateway.routes.ingress import sign_in
+from gateway.routes.outcome import error_response, request_deadline, response_headers
 from gateway.runtime import Runtime
 from pricing.money import format_usd
-from providers.types import ChatRequest
+from providers.facts import RequestFacts
 from usage import Usage
 
 
@@ -42,24 +41,16 @@ async def _embed(request: Request, runtime: Runtime, record: RequestRecord) -> R
     gate = runtime.gate
     admitted: Admitted | None = None
     try:
-        principal = await authenticate(
-            request_headers(request),
-            admin_key=runtime.admin_key,
-            keys=runtime.keys,
-            open_mode=runtime.open_mode,
-        )
-        record.team, record.key_id = principal.team, principal.key_id
-        raw = await read_body(request, runtime.config.server.max_body_bytes)
-        embedding = parse_embedding_request(raw)
+        inbound = await sign_in(request, runtime, record)
+        embedding = parse_embedding_request(inbound.raw)
         record.requested_model = embedding.model
-        record.tags = parse_tags(request_headers(request).get(TAGS_HEADER))
         model = runtime.registry.resolve(embedding.model)
         if model is None:
             raise UnknownModel(f"the model '{embedding.model}' does not exist", param="model")
         deadline = request_deadline(request, runtime, model)
         # Embeddings produce no output tokens: their worst case is the input alone.
-        as_chat = ChatRequest(body={"max_tokens": 0}, raw=raw, model=embedding.model)
-        admitted = await gate.admit(principal, as_chat, model, tags=record.tags)
+        facts = RequestFacts(model=embedding.model, prompt_bytes=len(inbound.raw), max_output=0)
+        admitted = await gate.admit(inbound.principal, facts, model, tags=record.tags)
         record.tags, record.flags = admitted.tags, admitted.flags
         answer = await runtime.executor.embed(
             embedding, model, deadline=deadline, trace=trace, allow=admitted.allows

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
+from providers.facts import uses_of
+
 Capability = Literal["tools", "json_schema", "vision"]
 CAPABILITIES: Final[tuple[Capability, ...]] = ("tools", "json_schema", "vision")
 # LiteLLM's table field for each.
@@ -22,22 +24,11 @@ TABLE_FIELDS: Final[Mapping[Capability, str]] = {
     "json_schema": "supports_response_schema",
     "vision": "supports_vision",
 }
-_IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
-NONE: Final[frozenset[str]] = frozenset()
 
 
 def needs(body: Mapping[str, Any]) -> frozenset[str]:
-    """The capabilities this chat request uses."""
-    found = set()
-    if body.get("tools") or body.get("functions"):
-        found.add("tools")
-    response_format = body.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
-        found.add("json_schema")
-    messages = body.get("messages")
-    if isinstance(messages, list) and _has_image(messages):
-        found.add("vision")
-    return frozenset(found) if found else NONE
+    """The capabilities this chat request uses (a request's own are in `chat.facts.uses`)."""
+    return uses_of(body)
 
 
 def lacking(declared: Iterable[str] | None, table: Iterable[Mapping[str, Any] | None]) -> frozenset[str]:
@@ -52,13 +43,3 @@ def lacking(declared: Iterable[str] | None, table: Iterable[Mapping[str, Any] | 
         for cap, field in TABLE_FIELDS.items()
         if entry.get(field) is False
     )
-
-
-def _has_image(messages: list[Any]) -> bool:
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list) and any(
-            isinstance(part, dict) and part.get("type") in _IMAGE_PARTS for part in content
-        ):
-            return True
-    return False

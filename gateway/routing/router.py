@@ -22,14 +22,12 @@ from gateway.errors import InvalidRequest
 from gateway.execution.latency import LatencyBook
 from gateway.models import Model, ModelRegistry
 from gateway.policy.principal import PermissionDenied
-from gateway.routing.capabilities import needs
 from gateway.routing.classifier import ComplexityClassifier
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
 # How a forced route's reason begins: escalation reads it to leave a tier the client chose alone.
 FORCED_REASON = f"forced by {TIER_HEADER}"
-_BYTES_PER_TOKEN = 4
 # Output tokens a request that sets no max_tokens is priced at when ranking a tier's models.
 _TYPICAL_OUTPUT = 512
 
@@ -141,9 +139,10 @@ class Router:
         Tiers are ranked by price until one holds a model that can serve the request; the tiers
         after it are only fallbacks and keep their configured order (ranking costs microseconds)."""
         start = self._order.index(tier)
-        output = _requested_output(chat)
-        need = len(chat.raw) // _BYTES_PER_TOKEN + output
-        uses = needs(chat.body)
+        facts = chat.facts
+        output = facts.fitting_output
+        need = facts.prompt_tokens + output
+        uses = facts.uses
         fitting: list[Model] = []
         able: list[Model] = []
         answering_tier = tier  # the tier of the first able model: what the client and ledger are told
@@ -216,11 +215,3 @@ def _cost(model: Model, prompt_tokens: int, output_tokens: int, local_only: bool
         return 0.0 if deployment.self_hosted else math.inf
     rates = price.rates_for(prompt_tokens) if price.tiers else price
     return prompt_tokens * rates.input + output_tokens * rates.output
-
-
-def _requested_output(chat: ChatRequest) -> int:
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = chat.body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0

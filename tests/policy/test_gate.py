@@ -360,7 +360,7 @@ def test_a_local_only_budget_reserves_what_its_deployments_can_cost(
     model = registry.resolve("mixed")
     assert model is not None
     private = Admitted(team="private", key_id=None, tags=(), local_only=True)
-    anyone = gate.worst_case_cost(chat_request, model, 1000)
-    local = gate.worst_case_cost(chat_request, model, 1000, allow=private.allows)
+    anyone = gate.worst_case_cost(chat_request.facts, model, 1000)
+    local = gate.worst_case_cost(chat_request.facts, model, 1000, allow=private.allows)
     assert anyone == 3_000_000 + 15_000_000  # 1,000 tokens each way at $3 and $15 per million, in nano-USD
     assert local == 60_000 + 60_000
