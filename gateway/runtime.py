@@ -68,29 +68,41 @@ def create_state_store(config: Config, environ: Mapping[str, str]) -> StateStore
 
 @dataclass(slots=True)
 class Runtime:
+    """The composition root. No stage takes a `Runtime`: each names the part it uses as a Protocol
+    (`accounting.closing.Books`, `caching.lookup.Caches`, `routing.escalation.RoutingChecks`,
+    `routing.shadow.ShadowRuntime`, `config.reload.Reloadable`), which this class satisfies; the
+    handlers in `gateway.routes` are the only code that holds the whole."""
+
     config: Config
-    prices: PriceBook
-    metrics: Metrics
+    # policy: who may call, what they may use, what they may spend
+    keys: KeyStore
+    gate: PolicyGate
+    budgets: Budgets
+    limits: RateLimits
+    # routing
+    router: Router
+    classifier: ComplexityClassifier
+    shadow: ShadowChecks
+    # caching
+    response_cache: ResponseCache
+    semantic_index: SemanticIndex | None
+    # execution: the registry, the adapters and the pool they share, and what is learned per deployment
     registry: ModelRegistry
     adapters: dict[str, Adapter]
     http: UpstreamHTTP
-    store: StateStore
     executor: Executor
     idempotency: IdempotencyKeys
-    budgets: Budgets
-    limits: RateLimits
-    gate: PolicyGate
-    router: Router
-    classifier: ComplexityClassifier
     fleets: Fleets
-    tracing: Tracing
     latency: LatencyBook
-    keys: KeyStore
-    response_cache: ResponseCache
-    semantic_index: SemanticIndex | None
+    # accounting
+    prices: PriceBook
     engine: AsyncEngine
     ledger: LedgerWriter
-    shadow: ShadowChecks
+    # observability
+    metrics: Metrics
+    tracing: Tracing
+    # shared state (memory or Redis) under budgets, limits, breakers, idempotency and the cache
+    store: StateStore
 
     @classmethod
     def start(

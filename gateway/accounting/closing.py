@@ -4,19 +4,34 @@ endpoint and by the stages that spend on a request's behalf (the semantic cache'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.accounting.record import RequestRecord
 from gateway.execution.executor import Trace
 from usage import Usage
 
 if TYPE_CHECKING:
-    from gateway.runtime import Runtime
+    from gateway.accounting.writer import LedgerWriter
+    from gateway.models import ModelRegistry
+    from gateway.observability.metrics import Metrics
+    from gateway.observability.tracing import Tracing
+    from pricing.book import PriceBook
 
 CLIENT_CLOSED = 499
 
 
-def bill(runtime: Runtime, record: RequestRecord, usage: Usage, trace: Trace) -> None:
+class Books(Protocol):
+    """What costing and closing a row needs (the running gateway's `Runtime` is one): the prices and
+    the baseline, the ledger writer, and the metrics and span the row also ends."""
+
+    registry: ModelRegistry
+    prices: PriceBook
+    metrics: Metrics
+    ledger: LedgerWriter
+    tracing: Tracing
+
+
+def bill(runtime: Books, record: RequestRecord, usage: Usage, trace: Trace) -> None:
     price = trace.deployment.price if trace.deployment else None
     record.set_usage(usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
     if price is None:
@@ -34,7 +49,7 @@ def attribute(record: RequestRecord, trace: Trace) -> None:
         record.upstream_model = trace.deployment.target.upstream_model
 
 
-def close_record(runtime: Runtime, record: RequestRecord) -> None:
+def close_record(runtime: Books, record: RequestRecord) -> None:
     if record.status == 0:
         record.fail(status=CLIENT_CLOSED, error_type="client_closed", message="client went away")
     record.finish()

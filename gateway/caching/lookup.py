@@ -7,8 +7,9 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from gateway.accounting.closing import attribute, bill, close_record
+from gateway.accounting.closing import Books, attribute, bill, close_record
 from gateway.accounting.record import RequestRecord
 from gateway.caching.keys import is_cacheable, response_cache_key
 from gateway.caching.response_cache import CachedAnswer
@@ -18,8 +19,14 @@ from gateway.errors import describe
 from gateway.execution.executor import Trace
 from gateway.models import Allow, Model, usable
 from gateway.policy.principal import Principal
-from gateway.runtime import Runtime
 from providers.types import ChatRequest, EmbeddingRequest
+
+if TYPE_CHECKING:
+    from gateway.caching.response_cache import ResponseCache
+    from gateway.caching.semantic import SemanticIndex
+    from gateway.config.schema import Config
+    from gateway.execution.executor import Executor
+    from gateway.models import ModelRegistry
 
 HIT, MISS, BYPASS, SEMANTIC_HIT = "hit", "miss", "bypass", "semantic_hit"
 OPT_IN_HEADER = "x-tollgate-cache"
@@ -34,8 +41,19 @@ class CacheLookup:
     vector: Vector | None = None
 
 
+class Caches(Books, Protocol):
+    """What a lookup needs: the stores, and (for the semantic cache's embedding call, which is a
+    metered request of its own) the executor and the books."""
+
+    config: Config
+    registry: ModelRegistry
+    executor: Executor
+    response_cache: ResponseCache
+    semantic_index: SemanticIndex | None
+
+
 async def look_up(
-    runtime: Runtime,
+    runtime: Caches,
     headers: Mapping[str, str],
     chat: ChatRequest,
     model: Model,
@@ -71,14 +89,14 @@ async def look_up(
     return CacheLookup(MISS, key, None, vector)
 
 
-def remember(runtime: Runtime, lookup: CacheLookup, *, team: str | None, model: Model) -> None:
+def remember(runtime: Caches, lookup: CacheLookup, *, team: str | None, model: Model) -> None:
     """After a miss was answered and stored: let later questions close in meaning find it."""
     if lookup.vector is not None and lookup.key is not None and runtime.semantic_index is not None:
         runtime.semantic_index.remember(f"{team or ''}\x00{model.name}", lookup.vector, lookup.key)
 
 
 async def _question_vector(
-    runtime: Runtime, chat: ChatRequest, principal: Principal, allow: Allow
+    runtime: Caches, chat: ChatRequest, principal: Principal, allow: Allow
 ) -> Vector | None:
     """Embed the question with the configured model. That call costs money too, so it leaves a
     ledger row of its own (endpoint `embeddings`, tag `semantic-cache`)."""

@@ -10,15 +10,22 @@ import hashlib
 import logging
 import signal
 from pathlib import Path
+from typing import Protocol
 
 from gateway.config.loader import ConfigError, load_config
-from gateway.runtime import Runtime
+from gateway.config.schema import Config
 
 log = logging.getLogger("tollgate.config")
 
 
+class Reloadable(Protocol):
+    def apply(self, config: Config) -> list[str]:
+        """Take the new policy; return the settings that need a restart to take effect."""
+        ...
+
+
 class ConfigWatcher:
-    def __init__(self, path: Path, runtime: Runtime, *, interval: float = 2.0) -> None:
+    def __init__(self, path: Path, runtime: Reloadable, *, interval: float = 2.0) -> None:
         self._path = path
         self._runtime = runtime
         self._interval = interval

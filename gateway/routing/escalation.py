@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -27,16 +27,28 @@ from providers.types import ChatRequest, Completion, Usage
 if TYPE_CHECKING:
     from gateway.accounting.record import RequestRecord
     from gateway.config.schema import Config, TeamConfig
+    from gateway.execution.executor import Executor
     from gateway.models import Allow, Model
-    from gateway.runtime import Runtime
+    from gateway.observability.metrics import Metrics
+    from gateway.routing.router import Router
 
 log = logging.getLogger("tollgate.escalation")
 
 HEADER = "x-tollgate-escalated"
 
 
+class RoutingChecks(Protocol):
+    """What a routing check runs on (the gateway's `Runtime` is one): the policy it reads, the
+    router that names the tier above, the executor that asks it, and the metrics that count it."""
+
+    config: Config
+    router: Router
+    executor: Executor
+    metrics: Metrics
+
+
 async def complete_checked(
-    runtime: Runtime,
+    runtime: RoutingChecks,
     chat: ChatRequest,
     model: Model,
     record: RequestRecord,

@@ -21,19 +21,20 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
+from gateway.accounting.closing import Books, attribute, bill, close_record
 from gateway.accounting.record import RequestRecord
 from gateway.execution.executor import Trace
 from gateway.routing.agreement import Agreement, compare, needs_judge
+from gateway.routing.escalation import RoutingChecks
 from providers.types import ChatRequest, Completion
 
 if TYPE_CHECKING:
     from gateway.config.schema import TeamConfig
     from gateway.models import Allow, Deployment, Model
-    from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate.shadow")
 
@@ -45,6 +46,10 @@ _JUDGE_SYSTEM = (
     "You compare two answers to the same request. Reply with one word: yes if they agree "
     "(same facts, same conclusion, same choice), no if they do not."
 )
+
+
+class ShadowRuntime(RoutingChecks, Books, Protocol):
+    """A routing check's needs, and the books its own rows are costed and written with."""
 
 
 class ShadowChecks:
@@ -61,7 +66,7 @@ class ShadowChecks:
 
     def sample(
         self,
-        runtime: Runtime,
+        runtime: ShadowRuntime,
         chat: ChatRequest,
         completion: Completion,
         record: RequestRecord,
@@ -77,7 +82,7 @@ class ShadowChecks:
 
     def _sample(
         self,
-        runtime: Runtime,
+        runtime: ShadowRuntime,
         chat: ChatRequest,
         completion: Completion,
         record: RequestRecord,
@@ -117,7 +122,7 @@ class ShadowChecks:
 
     async def _check(
         self,
-        runtime: Runtime,
+        runtime: ShadowRuntime,
         chat: ChatRequest,
         completion: Completion,
         original: RequestRecord,
@@ -176,34 +181,24 @@ def _allow(team: TeamConfig | None) -> Allow:
     return self_hosted
 
 
-def _deadline(runtime: Runtime, model: Model) -> float:
+def _deadline(runtime: ShadowRuntime, model: Model) -> float:
     return time.monotonic() + (model.deadline_seconds or runtime.config.resilience.deadline_seconds)
 
 
 def _attribute(row: RequestRecord, trace: Trace) -> None:
-    row.attempts = trace.attempts
-    row.fallback_used = trace.fallback_used
-    row.deployments_tried = ",".join(trace.tried) or None
+    attribute(row, trace)
     row.upstream_ms = trace.waiting_ms
-    if trace.model is not None and trace.deployment is not None:
-        row.model = trace.model.name
-        row.tier = trace.model.tier
-        row.provider = trace.deployment.target.provider
-        row.upstream_model = trace.deployment.target.upstream_model
 
 
-def _bill(runtime: Runtime, row: RequestRecord, trace: Trace, answer: Completion) -> None:
+def _bill(runtime: ShadowRuntime, row: RequestRecord, trace: Trace, answer: Completion) -> None:
     _attribute(row, trace)
-    price = trace.deployment.price if trace.deployment else None
-    row.set_usage(answer.usage, price, baseline=runtime.registry.baseline, version=runtime.prices.version)
+    bill(runtime, row, answer.usage, trace)
 
 
-def _write(runtime: Runtime, row: RequestRecord) -> None:
+def _write(runtime: ShadowRuntime, row: RequestRecord) -> None:
     if row.status == 0:
         row.fail(status=499, error_type="shadow_dropped", message="the shadow check did not finish")
-    row.finish()
-    runtime.ledger.record(row)
-    runtime.metrics.observe(row)
+    close_record(runtime, row)
 
 
 def _compare(first: bytes, second: bytes, threshold: float) -> Agreement | None:
@@ -214,7 +209,7 @@ def _compare(first: bytes, second: bytes, threshold: float) -> Agreement | None:
 
 
 async def _ask_judge(
-    runtime: Runtime, name: str, chat: ChatRequest, first: bytes, second: bytes, original: RequestRecord
+    runtime: ShadowRuntime, name: str, chat: ChatRequest, first: bytes, second: bytes, original: RequestRecord
 ) -> bool | None:
     """The judge's yes or no (None when it is not configured right, fails, or says neither)."""
     model = runtime.registry.resolve(name)
