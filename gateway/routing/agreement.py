@@ -18,11 +18,12 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from gateway.routing.verdict import MISSING, parse_json
+
 Method = Literal["tool_calls", "json", "short", "overlap"]
 # Normalised answers up to this many words count as short: compared whole, not by overlap.
 SHORT_WORDS: Final = 4
 _WORD = re.compile(r"\w+", re.UNICODE)
-_MISSING: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ def compare(first: Mapping[str, Any], second: Mapping[str, Any], *, threshold: f
     if calls_a or calls_b:
         return Agreement(calls_a == calls_b, "tool_calls")
     text_a, text_b = _text(a.get("content")), _text(b.get("content"))
-    parsed_a, parsed_b = _json(text_a), _json(text_b)
+    parsed_a, parsed_b = parse_json(text_a), parse_json(text_b)
     if isinstance(parsed_a, dict | list) and isinstance(parsed_b, dict | list):
         return Agreement(parsed_a == parsed_b, "json")
     norm_a, norm_b = normalise(text_a), normalise(text_b)
@@ -108,10 +109,10 @@ def _calls(message: Mapping[str, Any]) -> list[tuple[str, bytes]]:
         if not isinstance(function, Mapping):
             continue
         arguments = function.get("arguments")
-        parsed = _json(arguments) if isinstance(arguments, str) else _MISSING
+        parsed = parse_json(arguments) if isinstance(arguments, str) else MISSING
         canonical = (
             orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS)
-            if parsed is not _MISSING
+            if parsed is not MISSING
             else str(arguments).encode()
         )
         out.append((str(function.get("name")), canonical))
@@ -126,10 +127,3 @@ def _text(content: object) -> str:
             p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
         )
     return ""
-
-
-def _json(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return _MISSING

@@ -19,7 +19,7 @@ import orjson
 
 from gateway.execution.executor import Trace
 from gateway.routing.router import FORCED_REASON
-from gateway.routing.verdict import judge
+from gateway.routing.verdict import judge, parse_object
 from pricing.cost import cost_breakdown
 from pricing.price import Price
 from providers.types import ChatRequest, Completion, Usage
@@ -69,7 +69,7 @@ async def complete_checked(
     if trace.model is None:
         return first
     tier = runtime.router.tier_of(trace.model)
-    body = _parsed(first.body)
+    body = parse_object(first.body)
     verdict = judge(chat.body, body, logprob_floor=floor) if tier is not None and body is not None else None
     if verdict is None or tier is None:
         return _without_logprobs(first, body) if asked is not chat else first
@@ -147,11 +147,3 @@ def _without_logprobs(completion: Completion, body: Mapping[str, Any] | None) ->
         return completion
     choices = [{**c, "logprobs": None} if isinstance(c, dict) else c for c in body["choices"]]
     return replace(completion, body=orjson.dumps({**body, "choices": choices}))
-
-
-def _parsed(raw: bytes) -> dict[str, Any] | None:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return body if isinstance(body, dict) else None

@@ -30,6 +30,7 @@ from gateway.accounting.record import RequestRecord
 from gateway.execution.executor import Trace
 from gateway.routing.agreement import Agreement, compare, needs_judge
 from gateway.routing.escalation import RoutingChecks
+from gateway.routing.verdict import parse_object
 from providers.types import ChatRequest, Completion
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def _write(runtime: ShadowRuntime, row: RequestRecord) -> None:
 
 
 def _compare(first: bytes, second: bytes, threshold: float) -> Agreement | None:
-    a, b = _parsed(first), _parsed(second)
+    a, b = parse_object(first), parse_object(second)
     if a is None or b is None:
         return None
     return compare(a, b, threshold=threshold)
@@ -276,7 +277,7 @@ def _last_user_text(request: Mapping[str, Any]) -> str:
 
 def _answer_text(raw: bytes) -> str:
     """The first choice's content, or its tool calls as JSON."""
-    body = _parsed(raw)
+    body = parse_object(raw)
     choices = body.get("choices") if body else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         return ""
@@ -286,11 +287,3 @@ def _answer_text(raw: bytes) -> str:
         return content
     calls = message.get("tool_calls") if isinstance(message, Mapping) else None
     return orjson.dumps(calls).decode() if calls else ""
-
-
-def _parsed(raw: bytes) -> dict[str, Any] | None:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return body if isinstance(body, dict) else None

@@ -30,7 +30,7 @@ REASONS: Final[tuple[Reason, ...]] = (
     "empty",
     "low_confidence",
 )
-_MISSING: Final = object()
+MISSING: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +98,8 @@ def _judge_choice(
             return verdict
     if wanted is not None and content.strip():
         kind, schema = wanted
-        parsed = _parse(content)
-        if parsed is _MISSING:
+        parsed = parse_json(content)
+        if parsed is MISSING:
             if finish == "length":
                 return Verdict("truncated", "stopped at length inside the JSON")
             return Verdict("json_schema" if kind == "json_schema" else "json", "content is not JSON")
@@ -124,8 +124,8 @@ def _judge_call(
     if tools is not None and name not in tools:
         return Verdict("tool_arguments", f"calls '{name}', which was not offered")
     arguments = function.get("arguments")
-    parsed = _parse(arguments) if isinstance(arguments, str) else _MISSING
-    if parsed is _MISSING:
+    parsed = parse_json(arguments) if isinstance(arguments, str) else MISSING
+    if parsed is MISSING:
         if truncated:
             return Verdict("truncated", f"stopped at length inside the arguments of '{name}'")
         return Verdict("tool_arguments", f"the arguments of '{name}' are not JSON")
@@ -180,11 +180,18 @@ def _text(content: object) -> str:
     return ""
 
 
-def _parse(text: str) -> Any:
+def parse_json(text: str | bytes) -> Any:
+    """The JSON value `text` holds, or `MISSING` (JSON's own `null` is a value, so None cannot say it)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return _MISSING
+        return MISSING
+
+
+def parse_object(raw: bytes) -> dict[str, Any] | None:
+    """A response body as a JSON object, or None when it is not one."""
+    body = parse_json(raw)
+    return body if isinstance(body, dict) else None
 
 
 def _violation(schema: Mapping[str, Any], instance: Any) -> str | None:
