@@ -295,27 +295,45 @@ async def _relay(
         yield _joined(pending, encoder.error(exc))
     finally:
         with anyio.CancelScope(shield=True):
-            if usage is None:
-                if reported is not None:
-                    usage = with_generated(reported, generated)
-                else:
-                    # Off the loop: the first estimate loads the tokenizer (~0.4 s of parsing), and
-                    # counting a long prompt is milliseconds; other clients must not wait for either.
-                    usage = await anyio.to_thread.run_sync(estimate_usage, chat.messages, generated)
-                record.usage_estimated = True
-            # Whatever the stream produced is what it cost: the budget settles with that.
-            settlement.bill(usage)
-            whole = b"".join(sent) if sent is not None else None
-            ok = record.status == 200
             try:
-                await settlement.answered(
-                    stored=StoredResponse(200, response_headers(record, settlement.trace), whole)
-                    if ok and whole is not None
-                    else None,
-                    answer=from_stream(datas, usage=usage) if ok and datas is not None else None,
-                    prompt=chat.raw,
-                    response=whole if keep else None,
-                )
+                if usage is None:
+                    usage = await _estimated(chat, reported, generated)
+                    record.usage_estimated = True
+                await _settle_stream(settlement, chat, usage, sent, datas, keep)
             finally:
                 settlement.close()
                 await chunks.aclose()
+
+
+async def _estimated(chat: ChatRequest, reported: Usage | None, generated: int) -> Usage:
+    """A stream's usage when it ended before the provider said: what it reported so far with the
+    text since, else counted from the prompt and the text relayed."""
+    if reported is not None:
+        return with_generated(reported, generated)
+    # Off the loop: the first estimate loads the tokenizer (~0.4 s of parsing), and counting a long
+    # prompt is milliseconds; other clients must not wait for either.
+    return await anyio.to_thread.run_sync(estimate_usage, chat.messages, generated)
+
+
+async def _settle_stream(
+    settlement: Settlement,
+    chat: ChatRequest,
+    usage: Usage,
+    sent: list[bytes] | None,
+    datas: list[bytes] | None,
+    keep: bool,
+) -> None:
+    """Bill what the stream produced (the budget settles with it), and store a stream that ended
+    well for idempotent repeats and the response cache."""
+    record = settlement.record
+    settlement.bill(usage)
+    whole = b"".join(sent) if sent is not None else None
+    ok = record.status == 200
+    await settlement.answered(
+        stored=StoredResponse(200, response_headers(record, settlement.trace), whole)
+        if ok and whole is not None
+        else None,
+        answer=from_stream(datas, usage=usage) if ok and datas is not None else None,
+        prompt=chat.raw,
+        response=whole if keep else None,
+    )
