@@ -34,6 +34,7 @@ from gateway.observability.fleet_metrics import FleetCollector
 from gateway.observability.metrics import Metrics
 from gateway.observability.redaction import Redactor
 from gateway.observability.tracing import Tracing
+from gateway.policy.auth_mode import open_eligible
 from gateway.policy.budgets import Budgets, SpendLookup
 from gateway.policy.gate import PolicyGate
 from gateway.policy.key_store import KeyStore
@@ -206,7 +207,7 @@ class Runtime:
     @property
     def open_mode(self) -> bool:
         """No admin key and no teams configured: serve without authentication until a key exists."""
-        return self.config.auth.admin_key is None and not self.config.teams
+        return open_eligible(self.config)
 
     async def begin(self) -> None:
         """What needs the running loop: the first scrape of every self-hosted fleet."""
