@@ -93,7 +93,7 @@ def _cells(group_by: tuple[str, ...], row: dict[str, Any]) -> list[str]:
         str(row["completion_tokens"]),
         row["cost_usd"],
         row["baseline_cost_usd"],
-        row["savings_usd"],
+        "not configured" if row["savings_usd"] is None else row["savings_usd"],
     ]
 
 
