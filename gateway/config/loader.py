@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from gateway.config.schema import Config
+from providers.litellm_adapter import litellm_installed
 
 PROVIDER_TYPES = ("openai", "vllm", "openai_compatible", "anthropic", "gemini", "litellm")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -54,7 +55,19 @@ def build_config(
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{source}: {where}: {first['msg']}{more}") from exc
     _check_references(config, source)
+    _check_extras(config, source)
     return config
+
+
+def _check_extras(config: Config, source: str) -> None:
+    """An optional extra a provider type needs is installed (litellm: 40 packages, ~290 MB, that
+    the default install leaves out); said at check-config and start-up, not at the first request."""
+    for name, spec in config.providers.items():
+        if spec.type == "litellm" and not litellm_installed():
+            raise ConfigError(
+                f"{source}: providers.{name}: type litellm needs the optional extra, which is not "
+                "installed: pip install 'tollgate[litellm]'"
+            )
 
 
 def format_path(loc: tuple[int | str, ...]) -> str:
