@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pricing.litellm_table import to_price
@@ -60,6 +62,11 @@ class PriceCatalog:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def entries(self) -> Mapping[str, Any]:
+        """Every entry by table key, read-only (what `tollgate prices update` compares against)."""
+        return MappingProxyType(self._entries)
 
     def resolve(self, model: str, *, provider: str | None = None) -> str | None:
         """The table key a model id is priced by, or None.
