@@ -92,12 +92,12 @@ async def _update(
                 f"{len(current):,} in {current.version} (a truncated download?); --force stores it\n"
             )
             return 1
-        stored = await catalogs.store(engine, table, source=args.source)
+        version, stored = await catalogs.store(engine, table, source=args.source)
     finally:
         await engine.dispose()
-    verb = "stored" if stored else "already stored:"
+    verb = "stored" if stored else "already stored, same prices:"
     out.write(
-        f"{verb} {table.version} from {args.source}: {len(table.models):,} models "
+        f"{verb} {version} from {args.source}: {len(table.models):,} models "
         f"({table.priced():,} priced){_dropped(table)}\n"
         f"against {current.version}: {_changes(current, table)}\n"
     )
@@ -109,7 +109,7 @@ async def _update(
             "until `tollgate reprice`\n"
         )
     else:
-        out.write(f"pricing.catalog pins {pricing.catalog}: set it to {table.version} or latest to use it\n")
+        out.write(f"pricing.catalog pins {pricing.catalog}: set it to {version} or latest to use it\n")
     return 0
 
 

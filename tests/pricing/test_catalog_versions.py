@@ -22,7 +22,7 @@ from gateway.accounting.database import create_engine, run_migrations
 from gateway.cli.main import main
 from gateway.config.schema import PricingConfig
 from pricing.catalog import PriceCatalog
-from pricing.table import parse_table
+from pricing.table import PriceTable, parse_table
 
 GPT = {"input_cost_per_token": 2.5e-06, "output_cost_per_token": 1e-05}
 
@@ -123,7 +123,7 @@ def test_an_update_from_a_url_is_stored_once_and_listed(big_table: Path, config_
     version = parse_table(body, source=url, date="2031-01-02").version
     assert out.startswith(f"stored {version} from {url}: ")
     assert "replicas price the next request with it within 30 s" in out
-    assert again[1].startswith(f"already stored: {version}")
+    assert again[1].startswith(f"already stored, same prices: {version}")
     code, listing, _ = tollgate("prices", "list", "--config", str(config_file))
     lines = listing.splitlines()
     assert lines[0].startswith(f"* {version}") and lines[0].endswith(url)
@@ -155,7 +155,9 @@ def test_a_pin_picks_a_version_and_a_missing_pin_keeps_the_catalog_in_force(
         try:
             await watcher.check()  # nothing stored: the shipped table stays
             seen.append(in_force[-1].version)
-            assert await catalogs.store(engine, newer, source="newer")
+            assert await catalogs.store(engine, newer, source="newer") == (newer.version, True)
+            redated = PriceTable(newer.models, source="again", date="2031-02-03")
+            assert await catalogs.store(engine, redated, source="again") == (newer.version, False)
             assert await watcher.check()
             seen.append(in_force[-1].version)
             settings = PricingConfig(catalog="shipped")
