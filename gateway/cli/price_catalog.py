@@ -49,21 +49,28 @@ def run(
     environ: Mapping[str, str],
     fetch: Fetch | None = None,
 ) -> int:
+    table = None
+    if args.prices_command == "update":
+        try:
+            data = (fetch or read_source)(args.source)
+            table = parse_table(data, source=args.source, date=args.date)
+        except (OSError, httpx.HTTPError) as exc:
+            err.write(f"cannot read {args.source}: {exc}\n")
+            return 1
+        except TableError as exc:
+            err.write(f"price table {args.source} not stored: {exc}\n")
+            return 1
     url = resolve_database_url(database.url, environ)
-    if database.auto_migrate:
-        run_migrations(url)
-    if args.prices_command == "list":
-        return asyncio.run(_list(url, pricing, out))
     try:
-        data = (fetch or read_source)(args.source)
-        table = parse_table(data, source=args.source, date=args.date)
-    except (OSError, httpx.HTTPError) as exc:
-        err.write(f"cannot read {args.source}: {exc}\n")
+        if database.auto_migrate:
+            run_migrations(url)
+        if table is None:
+            return asyncio.run(_list(url, pricing, out))
+        return asyncio.run(_update(url, table, args, pricing, out, err))
+    except (SQLAlchemyError, OSError) as exc:
+        shown = make_url(url).render_as_string(hide_password=True)
+        err.write(f"cannot use the database {shown}: {_first_line(exc)}\n")
         return 1
-    except TableError as exc:
-        err.write(f"price table {args.source} not stored: {exc}\n")
-        return 1
-    return asyncio.run(_update(url, table, args, pricing, out, err))
 
 
 def read_source(source: str) -> bytes:
@@ -85,7 +92,10 @@ async def _update(
 ) -> int:
     engine = create_engine(url)
     try:
-        current = await catalogs.catalog_for(engine, pricing.catalog)
+        try:
+            current = await catalogs.catalog_for(engine, pricing.catalog)
+        except catalogs.CatalogNotFound:  # a pin not stored yet: compare with the shipped table
+            current = PriceCatalog.load()
         if len(table.models) < len(current) // 2 and not args.force:
             err.write(
                 f"price table {args.source} not stored: {len(table.models):,} models against "

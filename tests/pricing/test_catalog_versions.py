@@ -41,18 +41,20 @@ def database(tmp_path: Path) -> str:
     return url
 
 
+def config_file_text(database: str = "sqlite://") -> str:
+    return yaml.safe_dump(
+        {
+            "database": {"url": database},
+            "providers": {"openai": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"}},
+            "models": {"gpt-4o": {"provider": "openai"}},
+        }
+    )
+
+
 @pytest.fixture
 def config_file(tmp_path: Path, database: str) -> Path:
     path = tmp_path / "tollgate.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "database": {"url": database},
-                "providers": {"openai": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"}},
-                "models": {"gpt-4o": {"provider": "openai"}},
-            }
-        )
-    )
+    path.write_text(config_file_text(database))
     return path
 
 
@@ -207,3 +209,14 @@ def _no_config_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.delenv("TOLLGATE_CONFIG", raising=False)
     monkeypatch.delenv("TOLLGATE_DATABASE_URL", raising=False)
     yield
+
+
+def test_an_unreachable_database_is_one_line_not_a_traceback(tmp_path: Path, big_table: Path) -> None:
+    config = tmp_path / "away.yaml"
+    settings = yaml.safe_load(config_file_text())
+    settings["database"] = {"url": "postgresql://tollgate@127.0.0.1:9/none"}
+    config.write_text(yaml.safe_dump(settings))
+    code, out, err = tollgate("prices", "update", "--from", str(big_table), "--config", str(config))
+    assert (code, out) == (1, "")
+    assert err.startswith("cannot use the database postgresql+asyncpg://tollgate@127.0.0.1:9/none: ")
+    assert err.count("\n") == 1
