@@ -41,12 +41,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     prices = commands.add_parser(
         "prices", help="what Tollgate charges for a model and why (`prices MODEL`); newer price tables"
     )
-    prices_commands = prices.add_subparsers(dest="prices_command", required=True)
+    prices_commands = prices.add_subparsers(
+        dest="prices_command", required=True, metavar="{MODEL,show,update,list}"
+    )
     show = prices_commands.add_parser("show", help="what a model costs, and why (`prices MODEL` for short)")
     show.add_argument("model", help="a public model name from the config, or any upstream model id")
     show.add_argument("--provider", help="LiteLLM provider name (gemini, vertex_ai, azure, …)")
     show.add_argument("--config", help=config_help)
-    cli_catalog.add_commands(prices_commands, config_help)
+    cli_catalog.add_commands(
+        prices_commands, f"YAML config whose database to use (default: ${CONFIG_ENV}, else ./tollgate.db)"
+    )
 
     local = commands.add_parser("local", help="the self-hosted fleet")
     local_commands = local.add_subparsers(dest="local_command", required=True)
