@@ -9,9 +9,10 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/tollgate
 WORKDIR /src
 # Dependencies first, from the project metadata alone, so code changes reuse this layer.
-COPY pyproject.toml README.md ./
+# constraints.txt pins every version (`make lock`); `litellm` is an extra to list in TOLLGATE_EXTRAS.
+COPY pyproject.toml README.md constraints.txt ./
 RUN mkdir gateway providers local_backend pricing usage migrations sandbox \
-    && /opt/tollgate/bin/pip install --prefer-binary ".${TOLLGATE_EXTRAS:+[$TOLLGATE_EXTRAS]}" \
+    && /opt/tollgate/bin/pip install --prefer-binary -c constraints.txt ".${TOLLGATE_EXTRAS:+[$TOLLGATE_EXTRAS]}" \
     && /opt/tollgate/bin/pip uninstall --yes tollgate
 COPY gateway ./gateway
 COPY providers ./providers

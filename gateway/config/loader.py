@@ -15,6 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from gateway.config.schema import Config
+from providers.litellm_adapter import litellm_installed
 
 ADMIN_KEY_ENV = "TOLLGATE_ADMIN_KEY"
 PROVIDER_TYPES = ("openai", "vllm", "openai_compatible", "anthropic", "gemini", "litellm")
@@ -58,6 +59,7 @@ def build_config(
         listed = "".join(f"\n  - {problem}" for problem in problems)
         raise ConfigError(f"{source}: {len(problems)} problems:{listed}") from exc
     _check_references(config, source)
+    _check_extras(config, source)
     return config
 
 
@@ -123,6 +125,17 @@ def _yaml_where(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None) or str(exc)
     at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     return f"{at}: {problem}"
+
+
+def _check_extras(config: Config, source: str) -> None:
+    """An optional extra a provider type needs is installed (litellm: 40 packages, ~290 MB, that
+    the default install leaves out); said at check-config and start-up, not at the first request."""
+    for name, spec in config.providers.items():
+        if spec.type == "litellm" and not litellm_installed():
+            raise ConfigError(
+                f"{source}: providers.{name}: type litellm needs the optional extra, which is not "
+                "installed: pip install 'tollgate[litellm]'"
+            )
 
 
 def format_path(loc: tuple[int | str, ...]) -> str:
