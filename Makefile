@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make run` needs only the gateway (~150 MB), not the test and lint toolchain `make test` adds.
+RUN_STAMP := $(VENV)/.installed-runtime
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
@@ -17,7 +19,13 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip -c $(CONSTRAINTS)
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml $(CONSTRAINTS)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip -c $(CONSTRAINTS)
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e .
+	touch $(RUN_STAMP)
 
 # A fresh resolve of `.[dev]` (runtime, the litellm extra and the dev tools) frozen into constraints.txt:
 # run it to take newer releases on purpose, then read the diff before committing it.
@@ -34,7 +42,7 @@ lock:
 	  $(LOCK_VENV)/bin/pip freeze --all --exclude tollgate | grep -v -E '^(setuptools|wheel)=='; } > $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/tollgate serve --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
