@@ -134,7 +134,8 @@ def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(compose: dict[
 def test_the_image_is_small_unprivileged_and_health_checked() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    assert stages == ["python:3.11-slim", "python:3.11-slim"]  # build, then a clean runtime
+    assert stages == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]  # build, then a clean runtime, one base
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim", dockerfile, re.M)
     assert re.search(r"^USER tollgate$", dockerfile, re.M)
     assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", dockerfile, re.M)
     assert '"--host", "0.0.0.0"' in dockerfile
