@@ -16,6 +16,8 @@ import gateway.cli.keys as cli_keys
 import gateway.cli.ledger as cli_ledger
 import gateway.cli.pricing as cli_pricing
 import gateway.cli.routing as cli_routing
+from gateway.cli import ledger_access
+from gateway.cli.ledger_access import OPEN_ERRORS, LedgerUnavailable, reason
 from gateway.config.loader import ConfigError, load_config
 from gateway.config.schema import Config, DatabaseConfig
 from gateway.errors import InvalidRequest
@@ -94,8 +96,11 @@ def _run(argv: list[str] | None) -> int:
             if args.command in cli_keys.COMMANDS:
                 return cli_keys.run(args, load=_offline_config)
             return cli_ledger.run(args, load=_offline_config)
-        except (ConfigError, InvalidRequest) as exc:
+        except (ConfigError, InvalidRequest, LedgerUnavailable) as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except OPEN_ERRORS as exc:  # checked at the start, the database failed part way through
+            print(f"error: the database failed: {reason(exc)}", file=sys.stderr)
             return 1
     return _serve(args)
 
@@ -125,7 +130,7 @@ def _check_config(path: str) -> int:
 
 
 def _migrate(path: str | None) -> int:
-    from gateway.accounting.database import resolve_database_url, run_migrations
+    from gateway.accounting.database import resolve_database_url
 
     try:
         configured = load_config(path).database.url if path else DatabaseConfig().url
@@ -133,13 +138,17 @@ def _migrate(path: str | None) -> int:
         print(f"invalid config: {exc}", file=sys.stderr)
         return 1
     url = resolve_database_url(configured, os.environ)
-    run_migrations(url)
+    try:
+        ledger_access.migrate(url)
+    except LedgerUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"migrated {_display_url(url)} to the latest schema")
     return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.accounting.database import resolve_database_url, run_migrations
+    from gateway.accounting.database import resolve_database_url
     from gateway.cli.sandbox_launcher import SandboxFleet
     from gateway.config.defaults import describe_upstreams, embedded_config, sandboxes_needed
     from gateway.http.guard import uvicorn_settings
@@ -177,7 +186,11 @@ def _serve(args: argparse.Namespace) -> int:
             )
         url = resolve_database_url(config.database.url, os.environ)
         if config.database.auto_migrate:
-            run_migrations(url)  # once, here: never raced by the workers
+            try:
+                ledger_access.migrate(url)  # once, here: never raced by the workers
+            except LedgerUnavailable as exc:
+                print(f"not starting: {exc}", file=sys.stderr)
+                return 1
             log.info("Tollgate: database schema is up to date")
         if moved := fold_orphan_spools(Path(config.ledger.spool_dir), workers=args.workers):
             log.info("Tollgate: %d spool files from retired worker slots will be replayed", moved)
