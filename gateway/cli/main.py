@@ -27,10 +27,13 @@ log = logging.getLogger("tollgate")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. A reader that stops early (`tollgate spend | head`) ends it quietly, as Unix
-    tools do, rather than with a traceback."""
+    """Run one command. A reader that stops early (`tollgate spend | head`) or a Ctrl-C ends it
+    quietly, as Unix tools do, rather than with a traceback."""
     try:
         return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped; a traceback tells them nothing
+        print(file=sys.stderr)
+        return 128 + 2
     except BrokenPipeError:
         # Python flushes stdout again at exit; pointing it at /dev/null keeps that quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
