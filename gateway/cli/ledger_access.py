@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import pool
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 POINT_ELSEWHERE = "point --config or TOLLGATE_DATABASE_URL at your gateway's database"
-# What a failed connect can raise, besides SQLAlchemy's own wrappers: refused sockets, unknown hosts
-# and asyncpg's timeout.
+# What a failed connect can raise, besides SQLAlchemy's own wrappers: refused sockets, unknown hosts,
+# asyncpg's timeout, and a URL whose parts do not parse (a port that is not a number).
 OPEN_ERRORS = (SQLAlchemyError, OSError, asyncio.TimeoutError, ValueError)
 
 
@@ -28,12 +28,19 @@ class LedgerUnavailable(Exception):
     """The database cannot serve a ledger command; the message is the whole answer (one line)."""
 
 
+def parsed_url(url: str) -> URL:
+    """The URL, or LedgerUnavailable saying it is malformed (without echoing it: it may hold a password)."""
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise LedgerUnavailable(
+            f"the database URL does not parse ({exc}): fix database.url or TOLLGATE_DATABASE_URL"
+        ) from None
+
+
 def sqlite_file(url: str) -> Path | None:
     """The file a SQLite URL names; None for other databases and in-memory SQLite."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None
+    parsed = parsed_url(url)
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return None
     if parsed.query.get("uri") == "true":  # file: URIs say for themselves whether they create
@@ -46,8 +53,8 @@ def shown(url: str) -> str:
     for), else the URL without its password."""
     path = sqlite_file(url)
     if path is None:
-        return make_url(url).render_as_string(hide_password=True)
-    named = make_url(url).database or ""
+        return parsed_url(url).render_as_string(hide_password=True)
+    named = parsed_url(url).database or ""
     return named if path.is_absolute() else f"{named} (in {Path.cwd()})"
 
 
@@ -111,7 +118,7 @@ def reason(exc: BaseException) -> str:
     """The first line of what went wrong, without SQLAlchemy's SQL echo and background link."""
     original = getattr(exc, "orig", None) or exc
     text = str(original).strip().splitlines()[0] if str(original).strip() else type(original).__name__
-    return text.removeprefix("(sqlite3.OperationalError) ")
+    return text
 
 
 async def _current_revision(url: str) -> str | None:

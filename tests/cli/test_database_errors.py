@@ -113,3 +113,11 @@ def test_migrate_creates_the_database_but_not_its_directory(tollgate: Tollgate, 
     assert (listed.returncode, listed.stdout) == (0, "no keys\n")
     spent = tollgate("spend")
     assert spent.returncode == 0 and spent.stdout.startswith("requests  errors"), spent.stderr
+
+
+def test_a_malformed_url_is_named_without_its_password(tollgate: Tollgate) -> None:
+    url = "postgresql://tollgate:secret@127.0.0.1:port/ledger"
+    for argv in (["spend"], ["migrate"], ["keys", "list"]):
+        line = one_line_error(tollgate(*argv, TOLLGATE_DATABASE_URL=url))
+        assert line.startswith("error: the database URL does not parse (")
+        assert line.endswith("): fix database.url or TOLLGATE_DATABASE_URL") and "secret" not in line
