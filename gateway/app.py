@@ -26,7 +26,7 @@ from gateway.http.security_headers import CorsTollgateApp, SecurityHeadersMiddle
 from gateway.observability.redaction import install_access_log_filter
 from gateway.policy import auth_mode
 from gateway.policy.key_store import KeyStoreUnavailable
-from gateway.routes import admin, chat, embeddings, meta, spend
+from gateway.routes import admin, chat, docs, embeddings, meta, spend
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -88,10 +88,12 @@ def create_app(
             await runtime.stop()
 
     origins = config.server.cors_allow_origins
+    # docs_url/redoc_url off: gateway.routes.docs serves both pages with their assets, no CDN.
+    settings = {"title": "Tollgate", "version": "0.1.0", "docs_url": None, "redoc_url": None}
     app = (
-        CorsTollgateApp(cors_allow_origins=origins, title="Tollgate", version="0.1.0", lifespan=lifespan)
+        CorsTollgateApp(cors_allow_origins=origins, lifespan=lifespan, **settings)
         if origins
-        else TollgateApp(title="Tollgate", version="0.1.0", lifespan=lifespan)
+        else TollgateApp(lifespan=lifespan, **settings)
     )
     app.add_hot_route("/v1/chat/completions", chat.chat_completions)
     app.add_hot_route("/v1/messages", chat.messages)
@@ -100,6 +102,7 @@ def create_app(
     app.include_router(spend.router)
     app.include_router(admin.router)
     app.include_router(dashboard.router)
+    app.include_router(docs.router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

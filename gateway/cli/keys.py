@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 
-from gateway.accounting.database import create_engine, resolve_database_url, run_migrations
+from gateway.accounting.database import create_engine, resolve_database_url
+from gateway.cli import ledger_access
 from gateway.config.schema import Config
 from gateway.errors import InvalidRequest
 from gateway.policy import auth_mode
@@ -60,8 +61,11 @@ def add_commands(commands: Any) -> None:
 def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> int:
     config = load(args.config)
     url = resolve_database_url(config.database.url, os.environ)
-    if config.database.auto_migrate:
-        run_migrations(url)
+    if config.database.auto_migrate:  # as the gateway would at its start, but never a new file
+        ledger_access.require_file(url)
+        ledger_access.migrate(url)
+    else:
+        ledger_access.require_ledger(url)
     try:
         return asyncio.run(_run(args, url, config, cache_ttl=0.0))
     except InvalidRequest as exc:

@@ -16,6 +16,7 @@ from gateway.accounting.catalogs import catalog_for
 from gateway.accounting.database import create_engine, resolve_database_url
 from gateway.accounting.reprice import reprice
 from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
+from gateway.cli.ledger_access import require_ledger
 from gateway.config.schema import Config
 from gateway.models import ModelRegistry, price_book
 from gateway.routes.spend import present, to_csv
@@ -45,6 +46,7 @@ def add_commands(commands: Any) -> None:
 def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> int:
     config = load(args.config)
     url = resolve_database_url(config.database.url, os.environ)
+    require_ledger(url)
     if args.command == "spend":
         return asyncio.run(_spend(args, url))
     return asyncio.run(_reprice(args, url, config))

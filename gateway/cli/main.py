@@ -17,6 +17,8 @@ import gateway.cli.ledger as cli_ledger
 import gateway.cli.pricing as cli_pricing
 import gateway.cli.routing as cli_routing
 from gateway.accounting.catalogs import CatalogNotFound
+from gateway.cli import ledger_access
+from gateway.cli.ledger_access import OPEN_ERRORS, LedgerUnavailable, reason
 from gateway.config.loader import ConfigError, load_config
 from gateway.config.schema import Config, DatabaseConfig
 from gateway.errors import InvalidRequest
@@ -26,10 +28,13 @@ log = logging.getLogger("tollgate")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. A reader that stops early (`tollgate spend | head`) ends it quietly, as Unix
-    tools do, rather than with a traceback."""
+    """Run one command. A reader that stops early (`tollgate spend | head`) or a Ctrl-C ends it
+    quietly, as Unix tools do, rather than with a traceback."""
     try:
         return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped; a traceback tells them nothing
+        print(file=sys.stderr)
+        return 128 + 2
     except BrokenPipeError:
         # Python flushes stdout again at exit; pointing it at /dev/null keeps that quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -95,8 +100,11 @@ def _run(argv: list[str] | None) -> int:
             if args.command in cli_keys.COMMANDS:
                 return cli_keys.run(args, load=_offline_config)
             return cli_ledger.run(args, load=_offline_config)
-        except (ConfigError, InvalidRequest, CatalogNotFound) as exc:
+        except (ConfigError, InvalidRequest, CatalogNotFound, LedgerUnavailable) as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except OPEN_ERRORS as exc:  # checked at the start, the database failed part way through
+            print(f"error: the database failed: {reason(exc)}", file=sys.stderr)
             return 1
     return _serve(args)
 
@@ -126,7 +134,7 @@ def _check_config(path: str) -> int:
 
 
 def _migrate(path: str | None) -> int:
-    from gateway.accounting.database import resolve_database_url, run_migrations
+    from gateway.accounting.database import resolve_database_url
 
     try:
         configured = load_config(path).database.url if path else DatabaseConfig().url
@@ -134,13 +142,17 @@ def _migrate(path: str | None) -> int:
         print(f"invalid config: {exc}", file=sys.stderr)
         return 1
     url = resolve_database_url(configured, os.environ)
-    run_migrations(url)
+    try:
+        ledger_access.migrate(url)
+    except LedgerUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"migrated {_display_url(url)} to the latest schema")
     return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.accounting.database import resolve_database_url, run_migrations
+    from gateway.accounting.database import resolve_database_url
     from gateway.cli.sandbox_launcher import SandboxFleet
     from gateway.config.defaults import describe_upstreams, embedded_config, sandboxes_needed
     from gateway.http.guard import uvicorn_settings
@@ -178,7 +190,11 @@ def _serve(args: argparse.Namespace) -> int:
             )
         url = resolve_database_url(config.database.url, os.environ)
         if config.database.auto_migrate:
-            run_migrations(url)  # once, here: never raced by the workers
+            try:
+                ledger_access.migrate(url)  # once, here: never raced by the workers
+            except LedgerUnavailable as exc:
+                print(f"not starting: {exc}", file=sys.stderr)
+                return 1
             log.info("Tollgate: database schema is up to date")
         if moved := fold_orphan_spools(Path(config.ledger.spool_dir), workers=args.workers):
             log.info("Tollgate: %d spool files from retired worker slots will be replayed", moved)

@@ -13,6 +13,7 @@ from typing import TextIO
 
 import gateway.cli.local as cli_local
 import gateway.cli.price_catalog as cli_catalog
+from gateway.cli.gpu_figures import MissingFigures, gpu_figures
 from gateway.config.loader import ConfigError
 from gateway.config.loader import load_config as load_config_file
 from gateway.config.schema import Config, DatabaseConfig, PricingConfig
@@ -54,13 +55,19 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     local = commands.add_parser("local", help="the self-hosted fleet")
     local_commands = local.add_subparsers(dest="local_command", required=True)
-    cost = local_commands.add_parser("cost", help="GPU $/hour -> $/MTok, and break-even against a model")
+    cost = local_commands.add_parser(
+        "cost",
+        help="GPU $/hour -> $/MTok, and break-even against a model",
+        description="The GPU figures come from MODEL's gpu: block in the config (or the config's only "
+        "one); flags override them.",
+    )
+    cost.add_argument("model", nargs="?", metavar="MODEL", help="a config model priced by a gpu: block")
     cost.add_argument("--config", help=config_help)
     cost.add_argument("--gpu-hour", type=_usd, metavar="USD", help="price of one GPU-hour")
     cost.add_argument("--gpus", type=int, metavar="N", help="GPUs in the deployment")
     cost.add_argument("--input-tps", type=_positive, metavar="X", help="prefill tokens/s, whole deployment")
     cost.add_argument("--output-tps", type=_positive, metavar="Y", help="decode tokens/s, whole deployment")
-    cost.add_argument("--utilisation", type=_positive, default=Decimal("0.6"), help="busy share (0.6)")
+    cost.add_argument("--utilisation", type=_positive, help="busy share (the config's, else 0.6)")
     cost.add_argument("--against", metavar="MODEL", help="managed model (default: pricing.baseline_model)")
     cost.add_argument("--provider", help="LiteLLM provider name of the --against model")
     cost.add_argument("--mix", type=_mix, default=(3, 1), metavar="IN:OUT", help="token mix (3:1)")
@@ -162,21 +169,17 @@ def _source_label(source: str) -> str:
 def _local_cost(
     args: argparse.Namespace, config: Config | None, book: PriceBook, out: TextIO, err: TextIO
 ) -> int:
-    missing = [flag for flag, value in _gpu_flags(args) if value is None]
-    if missing:
-        err.write(f"local cost needs {', '.join(missing)}\n")
-        return 2
     try:
-        deployment = GpuDeployment.of(
-            gpu_hour_usd=args.gpu_hour,
-            gpus=args.gpus,
-            input_tokens_per_second=args.input_tps,
-            output_tokens_per_second=args.output_tps,
-            utilisation=args.utilisation,
-        )
+        figures, block = gpu_figures(args, config)
+        deployment = GpuDeployment.of(**figures)
+    except MissingFigures as exc:
+        err.write(f"{exc}\n")
+        return 2
     except ValueError as exc:
         err.write(f"local cost: {exc}\n")
         return 2
+    if block is not None:
+        out.write(f"from the config: the gpu: block of {block.model} (deployment on {block.provider})\n")
     price = deployment.price()
     out.write(
         f"GPU deployment: {deployment.gpus} x ${deployment.gpu_hour_usd}/GPU-hour = "
@@ -214,15 +217,6 @@ def _local_cost(
             f"capacity of {capacity}: it never pays off against {against} at this mix\n"
         )
     return 0
-
-
-def _gpu_flags(args: argparse.Namespace) -> list[tuple[str, object]]:
-    return [
-        ("--gpu-hour", args.gpu_hour),
-        ("--gpus", args.gpus),
-        ("--input-tps", args.input_tps),
-        ("--output-tps", args.output_tps),
-    ]
 
 
 def _managed_price(model: str, provider: str | None, config: Config | None, book: PriceBook) -> Price | None:

@@ -19,6 +19,7 @@ from gateway.policy.key_store import KeyRecord, KeyStore
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
     monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    (tmp_path / "keys.db").touch()  # a database that does not exist is refused, not created
     url = f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"  # not migrated yet: the CLI does it
     return build_config({"database": {"url": url}, "providers": {}, "models": {}}, source="test", environ={})
 

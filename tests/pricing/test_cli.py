@@ -134,7 +134,10 @@ def test_local_cost_says_when_a_deployment_never_pays_off(catalog: PriceCatalog)
 def test_local_cost_names_the_missing_flags(catalog: PriceCatalog) -> None:
     code, _, err = tollgate(catalog, "local", "cost", "--gpus", "1")
     assert code == 2
-    assert err == "local cost needs --gpu-hour, --input-tps, --output-tps\n"
+    assert err == (
+        "local cost needs --gpu-hour, --input-tps, --output-tps (no config was given): give them, or name "
+        "a model whose gpu: block has them: `tollgate local cost MODEL --config FILE`\n"
+    )
 
 
 def test_local_cost_rejects_nonsense(catalog: PriceCatalog) -> None:

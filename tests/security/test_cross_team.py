@@ -263,6 +263,9 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("GET", "/docs"): check_public("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"): check_public("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"): check_public("GET", "/redoc"),
+    ("GET", "/docs/assets/{name}"): lambda world: public_without_team_data(
+        world, "GET", "/docs/assets/swagger-ui.css"
+    ),
 }
 
 
