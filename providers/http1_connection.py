@@ -67,6 +67,8 @@ class Connection(asyncio.Protocol):
             self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is None:  # a tunnel whose TLS never came up: the pool never had it
+            return
         self.closed = True
         if not self.complete:
             if self.head_done and not self.delimited:
