@@ -80,10 +80,12 @@ class Http1Client:
         self._siblings: dict[tuple[ProxyRules, TLSSettings, float], Http1Client] = {}
 
     def configured(
-        self, *, proxies: ProxyRules, tls: TLSSettings | None = None, keepalive_expiry: float
+        self, *, proxies: ProxyRules | None, tls: TLSSettings | None = None, keepalive_expiry: float
     ) -> Http1Client:
         """A client for one provider's network settings, made once and shared by every provider
-        with the same ones; closed with this one. Raises `TLSSettingError` for unusable files."""
+        with the same ones; closed with this one. `proxies=None` keeps this client's (the
+        environment's). Raises `TLSSettingError` for unusable files."""
+        proxies = proxies or self._proxies
         tls = tls or TLSSettings()
         key = (proxies, tls, keepalive_expiry)
         sibling = self._siblings.get(key)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gateway.config.network import NetworkSettingError, check_network
 from gateway.config.schema import Config
 
 PROVIDER_TYPES = ("openai", "vllm", "openai_compatible", "anthropic", "gemini", "litellm")
@@ -54,6 +55,10 @@ def build_config(
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{source}: {where}: {first['msg']}{more}") from exc
     _check_references(config, source)
+    try:
+        check_network(config, env)
+    except NetworkSettingError as exc:
+        raise ConfigError(f"{source}: {exc.where}: {exc.message}") from None
     return config
 
 
