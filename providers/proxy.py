@@ -143,8 +143,9 @@ class ProxyRules:
     https: Proxy | None = None
     bypass_all: bool = False
     no_proxy: tuple[_Exception, ...] = ()
-    # Where the rules came from, for errors and `check-config`: "HTTPS_PROXY", "providers.x.proxy"…
-    source: str = "none"
+    # Where the rules came from ("HTTPS_PROXY", "providers.x.proxy"…); not part of equality, so
+    # providers naming the same proxy share one client and its pools.
+    source: str = field(default="none", compare=False)
 
     @classmethod
     def fixed(cls, url: str, *, source: str) -> ProxyRules:

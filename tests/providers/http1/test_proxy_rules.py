@@ -7,6 +7,7 @@ import base64
 
 import pytest
 
+from providers.http1 import Http1Client
 from providers.proxy import Proxy, ProxyRules, ProxySettingError
 
 PROXY = "http://proxy.corp:3128"
@@ -72,3 +73,12 @@ def test_an_unusable_proxy_names_the_variable_and_hides_the_password(value: str,
     with pytest.raises(ProxySettingError, match=f"^HTTPS_PROXY: .*{message}") as refused:
         ProxyRules.from_environ({"HTTPS_PROXY": value})
     assert "secret" not in str(refused.value)
+
+
+async def test_providers_with_the_same_network_settings_share_one_client_and_its_pools() -> None:
+    base = Http1Client()
+    first = base.configured(proxies=ProxyRules.fixed(PROXY, source="providers.a.proxy"), keepalive_expiry=15)
+    same = base.configured(proxies=ProxyRules.fixed(PROXY, source="providers.b.proxy"), keepalive_expiry=15)
+    other = base.configured(proxies=None, keepalive_expiry=15)
+    assert first is same and other is not first
+    await base.aclose()
