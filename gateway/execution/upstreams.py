@@ -20,7 +20,7 @@ from providers.http import UpstreamHTTP
 from providers.http1 import Http1Client
 from providers.litellm_adapter import LiteLLMAdapter
 from providers.openai_compat import OpenAICompatAdapter
-from providers.proxy import ProxyRules
+from providers.proxy import ProxyRules, ProxySettingError
 
 
 def create_http_client(environ: Mapping[str, str]) -> UpstreamHTTP:
@@ -30,10 +30,13 @@ def create_http_client(environ: Mapping[str, str]) -> UpstreamHTTP:
     Not httpx: httpcore's pool scans every connection per request (265 vs 1,077 req/s at c=64 against
     aiohttp's, one run), and httpx over aiohttp still spent about 650 µs of CPU per call where
     `Http1Client` spends about 80 µs (see providers/http1.py). The environment's proxies are read
-    here, once (the config loader has checked they parse)."""
-    return Http1Client(
-        max_connections=2000, max_idle=200, pool_timeout=10.0, proxies=ProxyRules.from_environ(environ)
-    )
+    here, once; the config loader has checked they parse whenever a provider uses them, so rules
+    that do not parse belong to no provider."""
+    try:
+        proxies = ProxyRules.from_environ(environ)
+    except ProxySettingError:
+        proxies = ProxyRules()
+    return Http1Client(max_connections=2000, max_idle=200, pool_timeout=10.0, proxies=proxies)
 
 
 def client_for(config: Config, name: str, spec: ProviderConfig, client: UpstreamHTTP) -> UpstreamHTTP:
