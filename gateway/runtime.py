@@ -128,7 +128,7 @@ class Runtime:
         environ: Mapping[str, str],
         spool_dir: Path | None = None,
     ) -> Runtime:
-        http = create_http_client()
+        http = create_http_client(environ)
         engine = create_engine(database_url)
         ledger = LedgerWriter(
             engine,

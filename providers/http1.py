@@ -4,33 +4,37 @@ Why not httpx or aiohttp: an upstream call through httpx over aiohttp cost about
 this machine, aiohttp alone about 370 µs, and a keep-alive connection driven by an
 `asyncio.Protocol` with httptools' parser (llhttp, the parser uvicorn uses) about 80 µs (one
 process, same run, same upstream). Tollgate's whole budget per request is a few hundred µs, and an
-upstream call needs none of what those layers add (cookies, redirects, auth flows, proxies,
-decompression, multipart, URL merging).
+upstream call needs none of what those layers add (cookies, redirects, auth flows, decompression,
+multipart, URL merging).
 
 What it does: POST with Content-Length, responses delimited by Content-Length, chunked encoding or
-connection close, keep-alive pools per origin (LIFO, bounded, expiring), TLS with certifi's roots,
-a connect timeout, one DNS lookup per host at a time (`providers/resolver.py`), a read timeout
-per wait, flow control for slow consumers, and closing the connection when the caller stops early,
-which is how an upstream generation is cancelled. A
-connection that breaks after the request went out is an error, never resent here: the upstream may
-have acted on it, so the executor decides whether to retry, and counts the attempt.
+connection close, keep-alive pools per origin (LIFO, bounded, idle ones closed after
+`keepalive_expiry`, `providers/http1_pool.py`), TLS with the system's and certifi's roots or the
+operator's CA and client certificate (`providers/tls.py`), forward proxies from the environment or
+the config with CONNECT tunnels (`providers/proxy.py`), a connect timeout (covering the proxy's
+CONNECT), one DNS lookup per host at a time (`providers/resolver.py`), a read timeout per wait,
+flow control for slow consumers, and closing the connection when the caller stops early, which is
+how an upstream generation is cancelled. A connection that breaks after the request went out is an
+error, never resent here: the upstream may have acted on it, so the executor decides whether to
+retry, and counts the attempt.
+
+Proxy and TLS choices are made once: per provider when its adapter is built (`configured`, one
+client per distinct choice, sharing the resolver), and per URL when its route is first built.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ssl
-import time
-from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import version
 from urllib.parse import urlsplit
 
-import certifi
-
-from providers.http import MAX_ANSWER_BYTES, AnswerTooLarge, ConnectFailed, ConnectTimedOut, Timeouts
+from providers.http import MAX_ANSWER_BYTES, AnswerTooLarge, ConnectFailed, Timeouts
 from providers.http1_connection import Connection
-from providers.resolver import Resolver, is_address
+from providers.http1_pool import Pool
+from providers.proxy import Proxy, ProxyRefused, ProxyRules
+from providers.resolver import Resolver
+from providers.tls import TLSSettings, tls_context
 
 _USER_AGENT = f"tollgate/{version('tollgate')}"
 _MAX_ROUTES = 4096
@@ -40,140 +44,16 @@ _MAX_ROUTES = 4096
 _FINISH_WITHIN = 1.0
 
 
-class _Pool:
-    """The connections to one origin: at most `limit` open, idle ones reused newest first."""
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        tls: ssl.SSLContext | None,
-        resolver: Resolver,
-        *,
-        limit: int,
-        max_idle: int,
-        expiry: float,
-        pool_timeout: float,
-    ) -> None:
-        self._host, self._port, self._tls = host, port, tls
-        self._resolver = None if is_address(host) else resolver
-        self._limit, self._max_idle, self._expiry, self._pool_timeout = limit, max_idle, expiry, pool_timeout
-        self._idle: list[Connection] = []
-        self._open = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self.closed = False
-
-    async def acquire(self, connect_timeout: float) -> Connection:
-        deadline: float | None = None
-        while True:
-            now = time.monotonic()
-            while self._idle:
-                conn = self._idle.pop()
-                if conn.closed:
-                    continue
-                if now - conn.idle_since > self._expiry:
-                    conn.close()
-                    continue
-                conn.prepare()
-                return conn
-            if self._open < self._limit:
-                return await self._connect(connect_timeout)
-            if deadline is None:
-                deadline = now + self._pool_timeout
-            if now >= deadline:
-                raise ConnectTimedOut(f"all {self._limit} connections to {self._host} are busy")
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, deadline - now)
-            except TimeoutError:
-                pass
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-
-    async def _connect(self, within: float) -> Connection:
-        self._open += 1
-        try:
-            async with asyncio.timeout(within):
-                conn = await self._open_connection()
-        except TimeoutError:
-            self._slot_freed()
-            raise ConnectTimedOut(f"connecting to {self._host}:{self._port} took over {within:g} s") from None
-        except OSError as exc:  # refused, unreachable, DNS (gaierror), TLS (SSLError)
-            self._slot_freed()
-            raise ConnectFailed(
-                f"cannot connect to {self._host}:{self._port}: {type(exc).__name__}: {exc}"
-            ) from exc
-        except BaseException:
-            self._slot_freed()
-            raise
-        return conn
-
-    async def _open_connection(self) -> Connection:
-        """Each address in the resolver's order until one connects, as `create_connection` does."""
-        loop = asyncio.get_running_loop()
-        if self._resolver is None:  # an IP literal
-            hosts = [(self._host, 0)]
-        else:
-            hosts = [(info[4][0], info[0]) for info in await self._resolver.resolve(self._host, self._port)]
-        failures: list[OSError] = []
-        for host, family in hosts:
-            try:
-                _, conn = await loop.create_connection(
-                    lambda: Connection(loop, self._lost),
-                    host,
-                    self._port,
-                    family=family,
-                    ssl=self._tls,
-                    server_hostname=self._host if self._tls is not None else None,
-                )
-            except OSError as exc:
-                failures.append(exc)
-                continue
-            return conn
-        if len(failures) == 1:
-            raise failures[0]
-        raise OSError(f"every address failed: {'; '.join(str(f) for f in failures)}")
-
-    def release(self, conn: Connection) -> None:
-        """An answer read to its end: keep the connection for the next request if it can be."""
-        if self.closed or not conn.keep_alive or conn.closed or len(self._idle) >= self._max_idle:
-            conn.close()
-            return
-        conn.idle_since = time.monotonic()
-        self._idle.append(conn)
-        self._wake_one()
-
-    def _lost(self, conn: Connection) -> None:
-        self._slot_freed()
-
-    def _slot_freed(self) -> None:
-        self._open -= 1
-        self._wake_one()
-
-    def _wake_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    def close(self) -> None:
-        self.closed = True
-        for conn in self._idle:
-            conn.close()
-        self._idle.clear()
-
-
 class _Route:
-    """What one URL needs per request, worked out once: its pool and its request line."""
+    """What one URL needs per request, worked out once: its pool, its request line and, for a plain
+    http URL through a proxy, the proxy whose 407 must not pass for the upstream's answer."""
 
-    __slots__ = ("pool", "prefix")
+    __slots__ = ("pool", "prefix", "proxy")
 
-    def __init__(self, pool: _Pool, prefix: str) -> None:
+    def __init__(self, pool: Pool, prefix: str, proxy: Proxy | None) -> None:
         self.pool = pool
         self.prefix = prefix
+        self.proxy = proxy
 
 
 class Http1Client:
@@ -184,20 +64,42 @@ class Http1Client:
         *,
         max_connections: int = 2000,
         max_idle: int = 200,
-        keepalive_expiry: float = 60.0,
+        keepalive_expiry: float = 15.0,
         pool_timeout: float = 10.0,
         tls: ssl.SSLContext | None = None,
+        proxies: ProxyRules | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
-        self._limits = {
-            "limit": max_connections,
-            "max_idle": max_idle,
-            "expiry": keepalive_expiry,
-            "pool_timeout": pool_timeout,
-        }
+        self._max_connections, self._max_idle = max_connections, max_idle
+        self._keepalive_expiry, self._pool_timeout = keepalive_expiry, pool_timeout
         self._tls = tls
-        self._resolver = Resolver()
-        self._pools: dict[tuple[str, str, int], _Pool] = {}
+        self._proxies = proxies or ProxyRules()
+        self._resolver = resolver or Resolver()
+        self._pools: dict[tuple[str, str, int], Pool] = {}
         self._routes: dict[str, _Route] = {}
+        self._siblings: dict[tuple[ProxyRules, TLSSettings, float], Http1Client] = {}
+
+    def configured(
+        self, *, proxies: ProxyRules | None, tls: TLSSettings | None = None, keepalive_expiry: float
+    ) -> Http1Client:
+        """A client for one provider's network settings, made once and shared by every provider
+        with the same ones; closed with this one. `proxies=None` keeps this client's (the
+        environment's). Raises `TLSSettingError` for unusable files."""
+        proxies = proxies or self._proxies
+        tls = tls or TLSSettings()
+        key = (proxies, tls, keepalive_expiry)
+        sibling = self._siblings.get(key)
+        if sibling is None:
+            sibling = self._siblings[key] = Http1Client(
+                max_connections=self._max_connections,
+                max_idle=self._max_idle,
+                keepalive_expiry=keepalive_expiry,
+                pool_timeout=self._pool_timeout,
+                tls=tls_context(tls),
+                proxies=proxies,
+                resolver=self._resolver,
+            )
+        return sibling
 
     async def send(
         self, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
@@ -211,6 +113,11 @@ class Http1Client:
                 if conn.error is not None:
                     raise conn.take_error()
                 await conn.wait(timeouts.read)
+            if route.proxy is not None and conn.status == 407:
+                raise ProxyRefused(
+                    f"proxy {route.proxy.display} refused the request: 407 Proxy Authentication Required",
+                    status=407,
+                )
         except BaseException:
             conn.abort()
             raise
@@ -222,34 +129,50 @@ class Http1Client:
             raise ConnectFailed(f"not an http(s) URL: {parts.scheme}://{parts.hostname or ''}")
         tls = parts.scheme == "https"
         port = parts.port or (443 if tls else 80)
+        proxy = self._proxies.choose(parts.scheme, parts.hostname, port)
         key = (parts.scheme, parts.hostname, port)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = _Pool(
+            pool = self._pools[key] = Pool(
                 parts.hostname,
                 port,
                 self._tls_context() if tls else None,
                 self._resolver,
-                **self._limits,  # type: ignore[arg-type]
+                proxy=proxy,
+                user_agent=_USER_AGENT,
+                limit=self._max_connections,
+                max_idle=self._max_idle,
+                expiry=self._keepalive_expiry,
+                pool_timeout=self._pool_timeout,
             )
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
         netloc = parts.netloc.rpartition("@")[2]
+        forward = proxy if not tls else None  # plain http through a proxy: absolute-form
+        auth = ""
+        if forward is not None:
+            target = f"http://{netloc}{target}"
+            if forward.authorization:
+                auth = f"proxy-authorization: {forward.authorization}\r\n"
         if len(self._routes) >= _MAX_ROUTES:
             self._routes.clear()
         route = self._routes[url] = _Route(
-            pool, f"POST {target} HTTP/1.1\r\nhost: {netloc}\r\nuser-agent: {_USER_AGENT}\r\n"
+            pool,
+            f"POST {target} HTTP/1.1\r\nhost: {netloc}\r\n{auth}user-agent: {_USER_AGENT}\r\n",
+            forward,
         )
         return route
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
-            self._tls = ssl.create_default_context(cafile=certifi.where())
-            self._tls.set_alpn_protocols(["http/1.1"])
+            self._tls = tls_context()
         return self._tls
 
     async def aclose(self) -> None:
+        for sibling in self._siblings.values():
+            await sibling.aclose()
+        self._siblings.clear()
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
@@ -261,7 +184,7 @@ class Http1Response:
 
     __slots__ = ("_conn", "_done", "_pool", "_read_timeout", "headers", "status")
 
-    def __init__(self, conn: Connection, pool: _Pool, read_timeout: float) -> None:
+    def __init__(self, conn: Connection, pool: Pool, read_timeout: float) -> None:
         self._conn = conn
         self._pool = pool
         self._read_timeout = read_timeout

@@ -67,15 +67,17 @@ class Connection(asyncio.Protocol):
             self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is None:  # a tunnel whose TLS never came up: the pool never had it
+            return
         self.closed = True
         if not self.complete:
             if self.head_done and not self.delimited:
                 self.complete = True  # a body delimited by the connection's end has ended
-            elif not self.received:
-                self._fail(ConnectionBroke("the upstream closed the connection before answering"))
             else:
+                # e.g. a TLS 1.3 upstream refusing the client certificate, told after the handshake
                 reason = f": {exc}" if exc else ""
-                self._fail(ConnectionBroke(f"the upstream closed the connection mid-answer{reason}"))
+                when = "mid-answer" if self.received else "before answering"
+                self._fail(ConnectionBroke(f"the upstream closed the connection {when}{reason}"))
         self.keep_alive = False
         self._wake()
         self._on_lost(self)

@@ -18,6 +18,7 @@ from providers.http import (
     UpstreamResponse,
     post,
 )
+from providers.proxy import ProxyRefused
 
 ErrorFromResponse = Callable[..., ProviderError]
 
@@ -28,6 +29,12 @@ def error_from_exception(exc: HTTPFailure, *, provider: str) -> ProviderError:
         return UpstreamTimeout(f"{provider} timed out: {exc}", provider=provider)
     if isinstance(exc, AnswerTooLarge):
         return UpstreamBadResponse(f"{provider} sent {exc}", provider=provider)
+    if isinstance(exc, ProxyRefused):
+        # 407/403 are the proxy's policy and will not change on a retry here; a 5xx (the proxy
+        # could not reach the upstream) may. Another deployment may not go through this proxy.
+        error = UpstreamUnreachable(f"{provider} unreachable: {exc}", provider=provider, code="proxy_refused")
+        error.retryable = exc.status >= 500
+        return error
     return UpstreamUnreachable(f"{provider} unreachable: {exc}", provider=provider)
 
 

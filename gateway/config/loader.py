@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gateway.config.network import NetworkSettingError, check_network
 from gateway.config.schema import Config
 from providers.litellm_adapter import litellm_installed
 
@@ -60,6 +61,10 @@ def build_config(
         raise ConfigError(f"{source}: {len(problems)} problems:{listed}") from exc
     _check_references(config, source)
     _check_extras(config, source)
+    try:
+        check_network(config, env)
+    except NetworkSettingError as exc:
+        raise ConfigError(f"{source}: {exc.where}: {exc.message}") from None
     return config
 
 

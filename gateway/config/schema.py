@@ -88,10 +88,48 @@ class PricingConfig(Strict):
     baseline_model: str | None = None
 
 
+# -- upstream network (proxies, TLS, keep-alive): see docs/operations.md "Corporate networks" ------
+
+
+class TLSConfig(Strict):
+    """Whom upstream TLS trusts and who the gateway is to the upstream (providers/tls.py)."""
+
+    # A PEM bundle trusted besides the system store and certifi's roots (`add`) or instead (`replace`).
+    ca_file: str | None = None
+    ca_mode: Literal["add", "replace"] = "add"
+    # A client certificate for mTLS; `key_file` may be left out when `cert_file` holds the key too.
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    @model_validator(mode="after")
+    def _pairs(self) -> TLSConfig:
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("'key_file' needs 'cert_file'")
+        if self.ca_mode == "replace" and self.ca_file is None:
+            raise ValueError("ca_mode 'replace' needs 'ca_file'")
+        return self
+
+
+class UpstreamConfig(Strict):
+    """What every provider's connections use unless the provider says otherwise."""
+
+    # A forward proxy for every provider; unset: HTTPS_PROXY/HTTP_PROXY/NO_PROXY; `none`: direct.
+    proxy: str | None = None
+    tls: TLSConfig = TLSConfig()
+    # Idle keep-alive connections are closed after this, before the upstream's own timeout closes
+    # them under a request. Unset: 4 s for `type: vllm` (uvicorn's is 5 s), 15 s for the rest.
+    keepalive_expiry_seconds: float | None = Field(default=None, gt=0)
+
+
 class _Provider(Strict):
     api_key: SecretStr | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(default=600.0, gt=0)
+    # Over `upstream.*` for this provider: `proxy: none` (or empty) goes direct; `tls` fields given
+    # here replace the global ones one by one.
+    proxy: str | None = None
+    tls: TLSConfig | None = None
+    keepalive_expiry_seconds: float | None = Field(default=None, gt=0)
     # Whether prompts sent here stay on infrastructure you run: the only deployments a `local-only`
     # team may reach, and the only ones a fleet scrapes and `local launch-cmd` starts. Unset: yes
     # for `type: vllm`, no for every other type (set it for an on-premises Ollama or TGI server).
@@ -136,6 +174,13 @@ class LiteLLMProvider(_Provider):
     base_url: str | None = None
     # Passed to every litellm call, e.g. {aws_region_name: us-east-1}.
     extra: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _own_client(self) -> LiteLLMProvider:
+        # LiteLLM calls out through its own httpx client (which reads HTTPS_PROXY itself).
+        if self.model_fields_set & {"proxy", "tls", "keepalive_expiry_seconds"}:
+            raise ValueError("'proxy', 'tls' and 'keepalive_expiry_seconds' do not apply to type litellm")
+        return self
 
 
 ProviderConfig = Annotated[
@@ -403,6 +448,7 @@ class Config(Strict):
     cache: CacheConfig = CacheConfig()
     routing: RoutingConfig = RoutingConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    upstream: UpstreamConfig = UpstreamConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]

@@ -353,4 +353,8 @@ def _moves_on(exc: ProviderError) -> bool:
     Retryable faults and a broken credential or missing model at one provider: yes. The request
     itself being wrong (bad parameter, content policy): no, it would fail everywhere.
     """
-    return exc.retryable or exc.code == "upstream_auth_failed" or exc.upstream_status == 404
+    return (
+        exc.retryable
+        or exc.code in ("upstream_auth_failed", "proxy_refused")  # proxy_refused: providers/streaming.py
+        or exc.upstream_status == 404
+    )
