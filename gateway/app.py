@@ -25,6 +25,7 @@ from gateway.http.request_id import RequestIdMiddleware
 from gateway.http.security_headers import CorsTollgateApp, SecurityHeadersMiddleware
 from gateway.observability.redaction import install_access_log_filter
 from gateway.routes import admin, chat, embeddings, meta, spend
+from gateway.routes import requests as spend_requests  # issue 25: the request explorer
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -89,6 +90,7 @@ def create_app(
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
     app.include_router(meta.router)
     app.include_router(spend.router)
+    app.include_router(spend_requests.router)  # issue 25: the request explorer
     app.include_router(admin.router)
     app.include_router(dashboard.router)
     app.add_exception_handler(GatewayError, _gateway_error)
