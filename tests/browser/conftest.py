@@ -32,6 +32,9 @@ CHROMIUM_ARGS = [
 ]
 ADMIN = "dashboard-admin-secret"
 ALPHA, BETA = "team-alpha", "team-beta"
+# A team that never streams (so has no TTFT at all) and keeps its request and response bodies.
+GAMMA = "team-gamma"
+GAMMA_TAGS = ["nightly", "export"]
 BETA_TAG = "beta-only-tag"
 SHORT = [{"role": "user", "content": "Say hello to the dashboard."}]
 
@@ -91,6 +94,7 @@ def busy_gateway(
         teams={
             ALPHA: {"budget_monthly_usd": Decimal("0.05")},
             BETA: {"budget_monthly_usd": Decimal("0.02")},
+            GAMMA: {"store_bodies": True},
         },
         pricing={"baseline_model": "premium"},
         models={
@@ -112,6 +116,7 @@ def busy_gateway(
     with server:
         alpha, _ = server.call(server.runtime.keys.create(ALPHA, "alpha-service"))
         beta, _ = server.call(server.runtime.keys.create(BETA, "beta-service"))
+        gamma, _ = server.call(server.runtime.keys.create(GAMMA, "gamma-batch"))
         url = server.base_url
         statuses = [
             *(chat(url, alpha, "gpt-4o-mini", tags=["search"]).status_code for _ in range(5)),
@@ -124,10 +129,15 @@ def busy_gateway(
             *(chat(url, beta, "gpt-4o-mini", tags=[BETA_TAG]).status_code for _ in range(4)),
             *(chat(url, beta, "llama").status_code for _ in range(2)),
             chat(url, beta, "ghost").status_code,
+            # Every gamma request has both tags: its tags add up to twice what it spent.
+            *(
+                chat(url, gamma, model, stream=False, tags=GAMMA_TAGS).status_code
+                for model in ("gpt-4o-mini", "llama", "gpt-4o-mini")
+            ),
         ]
         assert statuses.count(200) == len(statuses) - 2, statuses
         server.call(server.runtime.ledger.flush())
-        yield {"server": server, "alpha": alpha, "beta": beta, "since": datetime.now(UTC).date().isoformat()}
+        yield {"server": server, "alpha": alpha, "beta": beta, "gamma": gamma, "since": datetime.now(UTC).date().isoformat()}
 
 
 def spend(server: GatewayServer, key: str, **params: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The dashboard's queries on PostgreSQL (percentiles in SQL there): the same totals as the spend
-API, and the same percentiles as the Python path computes from the raw rows."""
+"""The dashboard's queries on PostgreSQL: the same totals as the spend API, and the same
+percentiles as computed here from the raw rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from gateway.accounting.insights import percentile
 from sandbox.server import SandboxServer
-from tests.browser.conftest import ADMIN, ALPHA, BETA, busy_gateway, spend
+from tests.browser.conftest import ADMIN, ALPHA, BETA, GAMMA, busy_gateway, spend
 
 pytestmark = pytest.mark.postgres
 
@@ -55,7 +55,11 @@ def test_postgres_figures_match_the_spend_api(pg_traffic: dict[str, Any]) -> Non
     ttfts = [r["ttft_ms"] for r in rows if r["ttft_ms"] is not None]
     assert latency["overall"]["ttft_p95_ms"] == pytest.approx(percentile(ttfts, 0.95))
     assert latency["overall"]["ttft_p50_ms"] == pytest.approx(percentile(ttfts, 0.5))
-    llama = next(m for m in latency["models"] if m["model"] == "llama")
+    # End to end covers every successful request, streamed or not (TTFT only the streams).
+    totals = [r["latency_ms"] for r in rows]
+    assert latency["overall"]["requests"] == len(totals) > len(ttfts)
+    assert latency["overall"]["latency_p95_ms"] == pytest.approx(percentile(totals, 0.95))
+    llama = next(m for m in latency["models"] if m["name"] == "llama")
     speeds = [
         r["output_tokens_per_second"] for r in rows if r["model"] == "llama" and r["output_tokens_per_second"]
     ]
@@ -66,7 +70,7 @@ def test_postgres_figures_match_the_spend_api(pg_traffic: dict[str, Any]) -> Non
     tagged = api(server, ADMIN, "summary", since=since, tag="search")
     assert tagged["rates"]["requests"] == 5
     budgets = api(server, ADMIN, "budgets", since=since)
-    assert {t["team"] for t in budgets["teams"]} == {ALPHA, BETA}
+    assert {t["team"] for t in budgets["teams"]} == {ALPHA, BETA, GAMMA}
     refused = httpx.get(
         f"{server.base_url}/dashboard/api/budgets",
         params={"team": BETA},
