@@ -121,6 +121,12 @@ export function resetExplorer(): void {
   generation++;
   loaded = [];
   next = null;
+  // Every list emptied, the team unlocked: the next caller's lists are filled on their first visit.
+  for (const id of ["x-team", "x-key", "x-model", "x-provider", "x-tag"]) {
+    const select = $<HTMLSelectElement>(id);
+    select.disabled = false;
+    select.replaceChildren(new Option("any", ""));
+  }
   setExplorer({});
   grid.set([]);
   closeDetail();

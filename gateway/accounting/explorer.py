@@ -94,7 +94,7 @@ async def find_requests(engine: AsyncEngine, query: RequestFilter, *, limit: int
         func.coalesce(func.sum(t.completion_tokens), 0).label("completion_tokens"),
     ).where(*clauses)
     async with engine.connect() as conn:
-        rows = [dict(row._mapping) for row in await conn.execute(page)]
+        rows = [plain_row(row) for row in await conn.execute(page)]
         total = (await conn.execute(summary)).one()._mapping
     more = len(rows) > limit
     rows = rows[:limit]
@@ -121,7 +121,7 @@ async def find_request(engine: AsyncEngine, request_id: str, *, team: str | None
         if found is None:
             return None
         kept = (await conn.execute(bodies.limit(1))).first()
-    row = dict(found._mapping)
+    row = plain_row(found)
     row["created_at"] = _iso(row["created_at"])
     row["finished_at"] = _iso(row["finished_at"])
     row["tags"] = _tags(row["tags"])
@@ -257,6 +257,12 @@ def _cursor(before: str | None) -> list[ColumnElement[bool]]:
 
 def _cursor_of(row: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(f"{row['created_at'].isoformat()}|{row['id']}".encode()).decode()
+
+
+def plain_row(row: Any) -> dict[str, Any]:
+    """A result row as a dict with plain `str` keys (column names are `quoted_name`, which orjson
+    refuses as keys)."""
+    return {str(name): value for name, value in row._mapping.items()}
 
 
 def _listed(row: dict[str, Any]) -> dict[str, Any]:

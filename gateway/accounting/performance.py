@@ -17,6 +17,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
+from gateway.accounting.explorer import plain_row
 from gateway.accounting.insights import LATENCY_SAMPLE, Slice, filters_of, percentile
 from gateway.accounting.schema import requests
 from gateway.accounting.spend import bucket_column
@@ -118,7 +119,7 @@ async def error_kinds(engine: AsyncEngine, where: Slice) -> list[dict[str, Any]]
         .group_by(*dims)
     )
     async with engine.connect() as conn:
-        rows = [dict(row._mapping) for row in await conn.execute(statement)]
+        rows = [plain_row(row) for row in await conn.execute(statement)]
     for row in rows:
         row["last_at"] = _text(row["last_at"])
     rows.sort(

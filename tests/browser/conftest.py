@@ -137,7 +137,13 @@ def busy_gateway(
         ]
         assert statuses.count(200) == len(statuses) - 2, statuses
         server.call(server.runtime.ledger.flush())
-        yield {"server": server, "alpha": alpha, "beta": beta, "gamma": gamma, "since": datetime.now(UTC).date().isoformat()}
+        yield {
+            "server": server,
+            "alpha": alpha,
+            "beta": beta,
+            "gamma": gamma,
+            "since": datetime.now(UTC).date().isoformat(),
+        }
 
 
 def spend(server: GatewayServer, key: str, **params: str) -> dict[str, Any]:
@@ -165,3 +171,23 @@ def shown_percent(rate: float) -> str:
 
 def shown_ms(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 10 else f"{round(ms)} ms"
+
+
+def open_dashboard(browser: Any, base_url: str, key: str, *, range_days: str = "1") -> Any:
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # The first call, before signing in, is refused (401) by design; nothing else may fail.
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type == "error" and "401" not in msg.text else None,
+    )
+    page.goto(base_url + "/dashboard")
+    page.wait_for_selector("body[data-state='signed-out']")
+    page.fill("#key", key)
+    page.click("#sign-in-button")
+    page.wait_for_selector("body[data-state='ready']", timeout=15_000)
+    page.select_option("#f-range", range_days)
+    page.wait_for_selector("body[data-state='ready']", timeout=15_000)
+    page.errors = errors
+    return page
