@@ -61,8 +61,11 @@ async def summary(engine: AsyncEngine, scope: Scope) -> dict[str, Any]:
         "until": scope.until.isoformat(),
         "totals": present(total),
         "savings": {
-            # savings_nano is baseline - cost; what caching saved is part of it.
-            "routing_nano": total["savings_nano"] - total["cache_saving_nano"],
+            # savings_nano is baseline - cost; what caching saved is part of it. Without a baseline
+            # model there is nothing to save against: None ("not configured"), never a loss.
+            "routing_nano": None
+            if total.get("savings_nano") is None
+            else total["savings_nano"] - total["cache_saving_nano"],
             "caching_nano": total["cache_saving_nano"],
             # The tag rollup does not keep cache savings: under a tag filter they stay in routing.
             "caching_tracked": scope.tag is None,
