@@ -56,6 +56,11 @@ exposed.tollgate = { ...exposed.tollgate, charts };
 
 type AnyConfig = ChartConfiguration<"bar" | "line", (number | null)[], string>;
 
+/** Clicks on a chart of categories (one bar group per model, deployment...): the category clicked. */
+function byIndex<T>(onClick: ((item: T) => void) | undefined, items: T[]) {
+  return onClick ? clickable((index) => onClick(items[index]), []) : {};
+}
+
 /** A click on a bar: which bucket (index into the API's labels) and which series (its name). */
 export type BarClick = (index: number, series: string | null) => void;
 
@@ -147,7 +152,12 @@ export function drawSpend(data: SpendOverTime, onClick?: BarClick): void {
 /** Cost, savings by cause and the baseline per bucket. A bucket without requests has no baseline
  * (null, so the line breaks there instead of dropping to zero and climbing back diagonally); with
  * no baseline model configured there is no baseline and no routing saving to draw at all. */
-export function drawSavings(data: SpendOverTime, cachingTracked: boolean, baselineConfigured: boolean): void {
+export function drawSavings(
+  data: SpendOverTime,
+  cachingTracked: boolean,
+  baselineConfigured: boolean,
+  onClick?: BarClick,
+): void {
   const labels = data.labels.map((l) => bucketLabel(l, data.bucket));
   const usd = (values: (number | null)[]) => values.map((v) => (v === null ? null : nanoToUsd(v)));
   const bar = (label: string, values: (number | null)[], color: string): ChartDataset<"bar", (number | null)[]> => ({
@@ -182,6 +192,7 @@ export function drawSavings(data: SpendOverTime, cachingTracked: boolean, baseli
     data: { labels, datasets },
     options: {
       interaction: { mode: "index", intersect: false },
+      ...clickable(onClick, []),
       scales: {
         x: { stacked: true, grid: { display: false } },
         y: { stacked: true, ticks: { callback: (v: string | number) => formatUsdAxis(Number(v)) } },
@@ -210,7 +221,10 @@ function horizontal(unit: (v: number) => string) {
 }
 
 /** End-to-end p50/p95 (every successful request) beside TTFT p50/p95 (streams only) per group. */
-export function drawLatency(groups: Latency[], canvas = "chart-ttft", speed: string | null = "chart-speed"): void {
+export function drawLatency(
+  groups: Latency[],
+  { canvas = "chart-ttft", speed = "chart-speed" as string | null, onClick }: { canvas?: string; speed?: string | null; onClick?: (name: string | null) => void } = {},
+): void {
   const measured = groups.filter((g) => g.requests > 0);
   const labels = measured.map((g) => g.name ?? "(none)");
   const set = (label: string, values: (number | null)[], color: string) => ({
@@ -230,7 +244,7 @@ export function drawLatency(groups: Latency[], canvas = "chart-ttft", speed: str
         set("TTFT p95", measured.map((g) => g.ttft_p95_ms), "#ff9830"),
       ],
     },
-    options: horizontal((v) => formatMs(v)),
+    options: { ...horizontal((v) => formatMs(v)), ...byIndex(onClick, measured.map((g) => g.name)) },
   } as AnyConfig);
   if (speed === null) return;
   const fast = groups.filter((g) => g.tokens_per_second_p50 !== null);
@@ -247,7 +261,7 @@ export function drawLatency(groups: Latency[], canvas = "chart-ttft", speed: str
         },
       ],
     },
-    options: horizontal((v) => `${COMPACT.format(v)} tok/s`),
+    options: { ...horizontal((v) => `${COMPACT.format(v)} tok/s`), ...byIndex(onClick, fast.map((g) => g.name)) },
   } as AnyConfig);
 }
 
@@ -276,7 +290,7 @@ export function drawErrors(data: ErrorsReport, onClick?: BarClick): void {
 }
 
 /** Budget remaining, % of each team's monthly budget, day by day; dashed: the linear projection. */
-export function drawBudgets(data: Budgets): void {
+export function drawBudgets(data: Budgets, onClick?: (team: string, day: number) => void): void {
   const budgeted = data.teams.filter((t) => t.budget_nano !== null && t.budget_nano > 0);
   const days = Array.from({ length: data.days }, (_, i) => String(i + 1));
   const datasets: ChartDataset<"line", (number | null)[]>[] = [];
@@ -315,6 +329,10 @@ export function drawBudgets(data: Budgets): void {
     data: { labels: days, datasets },
     options: {
       interaction: { mode: "index", intersect: false },
+      ...clickable(
+        onClick ? (index, name) => name && onClick(name, index + 1) : undefined,
+        datasets.map((d) => (d.label && d.label !== "Budget exhausted" ? d.label.replace(/ \(projected\)$/, "") : null)),
+      ),
       scales: {
         x: { title: { display: true, text: `day of ${data.month}` }, grid: { display: false } },
         y: { suggestedMin: 0, suggestedMax: 100, ticks: { callback: (v) => `${v}%` } },
@@ -331,7 +349,7 @@ export function drawBudgets(data: Budgets): void {
 }
 
 /** Blended $/MTok (at the API's input:output mix) per deployment, self-hosted ones first. */
-export function drawFleet(data: Fleet): void {
+export function drawFleet(data: Fleet, onClick?: (deployment: Fleet["deployments"][number]) => void): void {
   const priced = data.deployments.filter((d) => d.blended_nano_per_mtok !== null);
   const labels = priced.map((d) => `${d.model} · ${d.provider}`);
   const value = (d: (typeof priced)[number]) => nanoToUsd(d.blended_nano_per_mtok as number);
@@ -354,6 +372,6 @@ export function drawFleet(data: Fleet): void {
         },
       ],
     },
-    options: { ...horizontal((v) => formatUsdAxis(v)), skipNull: true },
+    options: { ...horizontal((v) => formatUsdAxis(v)), skipNull: true, ...byIndex(onClick, priced) },
   } as AnyConfig);
 }

@@ -201,15 +201,20 @@ function drawOverview(summary: Summary, series: SpendOverTime, budgets: Budgets,
     const range = bucketRange(series.labels[index], series.bucket);
     drill({ ...range, ...(name && name !== "(none)" ? { [series.stack]: name } : {}) });
   });
-  drawSavings(series, summary.savings.caching_tracked, baselineConfigured());
-  drawLatency(summary.latency.models);
-  drawBudgets(budgets);
+  drawSavings(series, summary.savings.caching_tracked, baselineConfigured(), (index) =>
+    drill(bucketRange(series.labels[index], series.bucket)),
+  );
+  drawLatency(summary.latency.models, { onClick: (model) => drill({ ...(model ? { model } : {}), status: "ok" }) });
+  drawBudgets(budgets, (team, day) => {
+    const date = `${budgets.month}-${String(day).padStart(2, "0")}`;
+    drill({ team, model: "", tag: "", ...bucketRange(date, "day") }); // budgets ignore model and tag
+  });
   fillBudgets(budgets);
   $("budget-caption").textContent = `${budgets.month}, % of monthly budget left`;
-  drawFleet(fleet);
+  drawFleet(fleet, (d) => drill({ model: d.model, provider: d.provider, tag: "" }));
   fillFleet(fleet);
   $("fleet-caption").textContent = `blended $/MTok at ${fleet.mix.input}:${fleet.mix.output} in:out`;
-  fillTop(top);
+  fillTop(top, drill);
   const note = $("tags-note");
   const tagged = top.tags_cost_nano ?? null;
   note.hidden = tagged === null || tagged <= summary.totals.cost_nano;
@@ -231,7 +236,11 @@ async function refreshView(params: Params): Promise<void> {
       getJson<LatencyReport>("latency", { ...params, by: "model" }),
       getJson<LatencyReport>("latency", { ...params, by: "provider" }),
     ]);
-    drawLatency(models.groups, "chart-latency", null);
+    drawLatency(models.groups, {
+      canvas: "chart-latency",
+      speed: null,
+      onClick: (model) => drill({ ...(model ? { model } : {}), status: "ok" }),
+    });
     fillLatency(models, "grid-latency-model", drill);
     fillLatency(providers, "grid-latency-provider", drill);
     return;

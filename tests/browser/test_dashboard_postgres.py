@@ -77,3 +77,37 @@ def test_postgres_figures_match_the_spend_api(pg_traffic: dict[str, Any]) -> Non
         headers={"authorization": f"Bearer {pg_traffic['alpha']}"},
     )
     assert refused.status_code == 403
+
+
+def test_postgres_explorer_errors_and_tables_match_the_ledger(pg_traffic: dict[str, Any]) -> None:
+    server, since = pg_traffic["server"], pg_traffic["since"]
+    rows = [r for r in server.ledger_rows() if r["created_at"].date().isoformat() >= since]
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    # Pages of 5 follow the (created_at, id) cursor on timestamptz: every row once, newest first.
+    seen: list[str] = []
+    params: dict[str, Any] = {"since": since, "limit": 5}
+    while True:
+        page = httpx.get(f"{server.base_url}/v1/spend/requests", params=params, headers=admin).json()
+        assert page["matched"] == len(rows)
+        seen += [r["id"] for r in page["data"]]
+        if page["next_before"] is None:
+            break
+        params["before"] = page["next_before"]
+    assert seen == [r["id"] for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]), reverse=True)]
+    kept = next(r for r in rows if r["team"] == GAMMA)
+    detail = httpx.get(f"{server.base_url}/v1/spend/requests/{kept['id']}", headers=admin).json()
+    assert detail["cost_nano"] == kept["cost_nano"] and detail["bodies"]["request"]
+    as_alpha = {"authorization": f"Bearer {pg_traffic['alpha']}"}
+    assert httpx.get(f"{server.base_url}/v1/spend/requests/{kept['id']}", headers=as_alpha).status_code == 404
+
+    failed = [r for r in rows if r["status"] >= 400]
+    for by in ("status", "error_type", "provider", "model"):
+        report = api(server, ADMIN, "errors", since=since, by=by)
+        assert sum(sum(s["errors"]) for s in report["series"]) == report["total"] == len(failed)
+        assert all(len(label) == 19 for label in report["labels"])  # hourly, spelled like the spend API
+    kinds = api(server, ADMIN, "errors", since=since)["kinds"]
+    assert sum(k["errors"] for k in kinds) == len(failed)
+    for by in ("team", "model", "provider", "key"):
+        table = api(server, ADMIN, "table", since=since, by=by)["rows"]
+        assert table == spend(server, ADMIN, since=since, group_by=by)["data"] or by == "key"
+        assert sum(row["cost_nano"] for row in table) == sum(r["cost_nano"] for r in rows)

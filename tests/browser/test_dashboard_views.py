@@ -372,3 +372,58 @@ def test_team_and_model_views_share_no_colour(traffic: dict[str, Any], browser: 
         assert page.inner_text("#table-fleet thead").count("$/MTok") == 2
     finally:
         page.close()
+
+
+def click_bar(page: Any, chart: str, *, label: str | None = None) -> dict[str, Any]:
+    """Clicks the first drawn element (of the dataset `label`, if given) of a chart; says which."""
+    page.locator(f"#{chart}").scroll_into_view_if_needed()
+    box = page.locator(f"#{chart}").bounding_box()
+    hit: dict[str, Any] = page.evaluate(
+        "([id, wanted]) => { const c = window.tollgate.charts[id]; const sets = c.data.datasets;"
+        " for (let s = 0; s < sets.length; s++) { if (wanted && sets[s].label !== wanted) continue;"
+        " for (let i = 0; i < sets[s].data.length; i++) { const v = sets[s].data[i];"
+        " if (v === null || v === 0 || v === undefined) continue; const e = c.getDatasetMeta(s).data[i];"
+        " const across = c.options.indexAxis === 'y', bar = e.base !== undefined;"
+        " const x = bar && across ? (e.x + e.base) / 2 : e.x, y = bar && !across ? (e.y + e.base) / 2 : e.y;"
+        " return {x, y, index: i, label: sets[s].label, category: c.data.labels[i]}; } } return null; }",
+        [chart, label],
+    )
+    assert hit, chart
+    page.mouse.click(box["x"] + hit["x"], box["y"] + hit["y"])
+    page.wait_for_selector("body[data-view='requests'][data-state='ready']")
+    return hit
+
+
+def test_every_chart_and_top_table_links_to_its_rows(traffic: dict[str, Any], browser: Any) -> None:
+    server = traffic["server"]
+    page = open_dashboard(browser, server.base_url, ADMIN)
+    rows = today_rows(traffic)
+    matched = page.locator("#explorer-summary")
+    try:
+        click_bar(page, "chart-savings", label="Actual cost")  # the hour with all of today's traffic
+        assert matched.get_attribute("data-matched") == str(len(rows))
+
+        show(page, "overview")
+        hit = click_bar(page, "chart-ttft")
+        ok = [r for r in rows if r["model"] == hit["category"] and r["status"] < 400]
+        assert (page.input_value("#x-model"), page.input_value("#x-status")) == (hit["category"], "ok")
+        assert matched.get_attribute("data-matched") == str(len(ok))
+
+        show(page, "overview")
+        hit = click_bar(page, "chart-fleet")
+        model, provider = hit["category"].split(" · ")
+        assert matched.get_attribute("data-matched") == str(
+            sum(1 for r in rows if r["model"] == model and r["provider"] == provider)
+        )
+
+        show(page, "overview")
+        hit = click_bar(page, "chart-budget")
+        assert page.input_value("#x-team") == hit["label"]
+
+        show(page, "overview")
+        page.click("#table-keys tbody tr:has-text('beta-service')")
+        page.wait_for_selector("body[data-view='requests'][data-state='ready']")
+        assert matched.get_attribute("data-matched") == str(sum(1 for r in rows if r["team"] == BETA))
+        assert page.errors == []
+    finally:
+        page.close()
