@@ -21,7 +21,7 @@ import {
 import { type Drill, fillErrors, fillLatency, fillSpendTable, gridById, NOT_CONFIGURED } from "./breakdown";
 import { destroyAll, drawBudgets, drawErrors, drawFleet, drawLatency, drawSavings, drawSpend } from "./charts";
 import { forgetNames, knowNames } from "./colours";
-import { closeDetail, explorerOptions, loadRequests, resetExplorer, setExplorer } from "./explorer";
+import { closeDetail, explorerOptions, explorerParams, loadRequests, resetExplorer, setExplorer } from "./explorer";
 import { dayLabel, formatCount, formatMs, formatPercent, formatUsd } from "./format";
 import { fillBudgets, fillFleet, fillTop } from "./tables";
 
@@ -167,6 +167,14 @@ function pageFilters(): Record<string, string> {
   return Object.fromEntries(Object.entries(filters()).filter(([, v]) => v)) as Record<string, string>;
 }
 
+/** The explorer on the page's range, team, model and tag; its own fields (key, provider, status,
+ * error type, cost) kept. Opening its tab or changing the page's filters does this. */
+function explorerFromPage(): void {
+  const own = explorerParams();
+  for (const name of ["since", "until", "team", "model", "tag"]) delete own[name];
+  setExplorer({ ...(own as Record<string, string>), ...pageFilters() });
+}
+
 /** A bucket of a chart as an explorer time range: [start, start + 1 hour or day). */
 function bucketRange(label: string, bucket: "hour" | "day"): { since: string; until: string } {
   const start = new Date(bucket === "hour" ? `${label}Z` : `${label}T00:00:00Z`);
@@ -288,11 +296,7 @@ async function show(next: View, fromTab = true): Promise<void> {
     button.setAttribute("aria-pressed", String(button.dataset.view === next));
   }
   document.body.dataset.view = next;
-  if (next === "requests" && fromTab && !$("explorer").dataset.touched) {
-    // Opened from its tab: start from the page's own filters.
-    setExplorer(pageFilters());
-  }
-  if (next === "requests") $("explorer").dataset.touched = "true";
+  if (next === "requests" && fromTab) explorerFromPage();
   await refresh();
 }
 
@@ -373,7 +377,6 @@ function forgetFilters(): void {
   errorsBy = DEFAULTS.errorsBy;
   view = DEFAULTS.view;
   explorerReady = false;
-  delete $("explorer").dataset.touched;
   resetExplorer();
   forgetNames();
   for (const section of document.querySelectorAll<HTMLElement>(".view")) section.hidden = section.dataset.view !== view;
@@ -428,7 +431,7 @@ function wire(): void {
   for (const id of ["f-range", "f-team", "f-model", "f-tag"]) {
     $(id).addEventListener("change", () => {
       applyConstraints();
-      if (view === "requests") setExplorer(pageFilters());
+      if (view === "requests") explorerFromPage();
       void refresh();
     });
   }

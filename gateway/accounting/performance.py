@@ -3,8 +3,9 @@ per model or provider, errors by status, type, provider and model over time, and
 fallbacks per deployment. Money is not here (that is `gateway.accounting.spend`).
 
 Latency covers every successful request the upstream answered, streamed or not; TTFT exists only
-for streams, so its sample count is given apart. Percentiles are `percentile_cont` (linear) over
-the newest `LATENCY_SAMPLE` rows, the same figure `insights.latency_by_model` computes.
+for streams, so its sample count is given apart. Percentiles are PostgreSQL's `percentile_cont`
+(linear, `insights.percentile`), computed here on both databases over the newest `LATENCY_SAMPLE`
+rows: one bounded fetch serves every group and every measure.
 """
 
 from __future__ import annotations
