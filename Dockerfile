@@ -1,17 +1,22 @@
 # Tollgate gateway image: `docker build -t tollgate .` then `docker run -p 8080:8080 tollgate`
 # (the embedded default: SQLite, in-memory state, sandbox upstreams). See docs/operations.md.
 
+# Both stages start from one exact base (tests/deploy/test_images.py refuses floating tags). To pin
+# the bytes too, pass its digest: --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:...
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+
 # --- build: install Tollgate and its dependencies into a virtualenv (wheels: the slim image has no compiler) ---
-FROM python:3.11-slim AS build
+FROM ${PYTHON_IMAGE} AS build
 # Optional extras to bake in: `otel` for OpenTelemetry traces (`--build-arg TOLLGATE_EXTRAS=` for none).
 ARG TOLLGATE_EXTRAS=otel
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/tollgate
 WORKDIR /src
 # Dependencies first, from the project metadata alone, so code changes reuse this layer.
-COPY pyproject.toml README.md ./
+# constraints.txt pins every version (`make lock`); `litellm` is an extra to list in TOLLGATE_EXTRAS.
+COPY pyproject.toml README.md constraints.txt ./
 RUN mkdir gateway providers local_backend pricing usage migrations sandbox \
-    && /opt/tollgate/bin/pip install --prefer-binary ".${TOLLGATE_EXTRAS:+[$TOLLGATE_EXTRAS]}" \
+    && /opt/tollgate/bin/pip install --prefer-binary -c constraints.txt ".${TOLLGATE_EXTRAS:+[$TOLLGATE_EXTRAS]}" \
     && /opt/tollgate/bin/pip uninstall --yes tollgate
 COPY gateway ./gateway
 COPY providers ./providers
@@ -23,7 +28,7 @@ COPY sandbox ./sandbox
 RUN /opt/tollgate/bin/pip install --no-deps .
 
 # --- run: the virtualenv on a clean slim image, as an unprivileged user ---
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 # The spool directory exists in the image so a fresh volume mounted there belongs to tollgate too.
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/tollgate tollgate \
     && install -d -o tollgate -g tollgate /var/lib/tollgate/spool

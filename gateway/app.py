@@ -24,6 +24,8 @@ from gateway.http.hot_path import TollgateApp
 from gateway.http.request_id import RequestIdMiddleware
 from gateway.http.security_headers import CorsTollgateApp, SecurityHeadersMiddleware
 from gateway.observability.redaction import install_access_log_filter
+from gateway.policy import auth_mode
+from gateway.policy.key_store import KeyStoreUnavailable
 from gateway.routes import admin, chat, embeddings, meta, spend
 from gateway.routes import requests as spend_requests  # issue 25: the request explorer
 from gateway.runtime import Runtime
@@ -31,6 +33,17 @@ from gateway.runtime import Runtime
 log = logging.getLogger("tollgate")
 
 _GC_THRESHOLDS = (5_000, 20, 20)
+
+
+async def _say_auth_mode(runtime: Runtime) -> None:
+    """Which way requests are authenticated, why, and how to change it: loud when open."""
+    try:
+        keys_exist = runtime.open_mode and await runtime.keys.any_exist()
+    except KeyStoreUnavailable:
+        log.warning("cannot tell whether virtual keys exist (the database is unreachable): keys required")
+        return
+    is_open, sentence = auth_mode.describe(runtime.config, keys_exist=keys_exist)
+    log.log(logging.WARNING if is_open else logging.INFO, sentence)
 
 
 def create_app(
@@ -63,11 +76,7 @@ def create_app(
         # young threshold (20,000) lets the cyclic garbage of failed requests pile up: soak RSS
         # +6 MB, against +0 MB at 5,000.
         gc.set_threshold(*_GC_THRESHOLDS)
-        if runtime.open_mode:
-            log.warning(
-                "OPEN MODE: no admin key and no teams are configured, so requests need no key until the "
-                "first virtual key exists; anyone who can reach this port can spend"
-            )
+        await _say_auth_mode(runtime)
         watcher = ConfigWatcher(config_path, runtime) if config_path is not None else None
         app.state.config_watcher = watcher
         if watcher is not None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.accounting.catalog_watch import CatalogWatcher
 from gateway.accounting.database import create_engine
 from gateway.accounting.spend import period_spend
 from gateway.accounting.spool import Spool
@@ -34,6 +35,7 @@ from gateway.observability.fleet_metrics import FleetCollector
 from gateway.observability.metrics import Metrics
 from gateway.observability.redaction import Redactor
 from gateway.observability.tracing import Tracing
+from gateway.policy.auth_mode import open_eligible
 from gateway.policy.budgets import Budgets, SpendLookup
 from gateway.policy.gate import PolicyGate
 from gateway.policy.key_store import KeyStore
@@ -45,6 +47,7 @@ from gateway.routing.shadow import ShadowChecks
 from gateway.state.memory import MemoryStateStore
 from gateway.state.store import StateStore
 from pricing.book import PriceBook
+from pricing.catalog import PriceCatalog
 from providers.adapter import Adapter
 from providers.http import UpstreamHTTP
 
@@ -103,6 +106,18 @@ class Runtime:
     tracing: Tracing
     # shared state (memory or Redis) under budgets, limits, breakers, idempotency and the cache
     store: StateStore
+    # The price table in force (shipped, or a version stored in the database) and what keeps it so.
+    catalog: PriceCatalog
+    catalogs: CatalogWatcher = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.catalogs = CatalogWatcher(
+            self.engine,
+            shipped=self.catalog,
+            settings=lambda: self.config.pricing,
+            current=lambda: self.prices.version,
+            swap=self.use_catalog,
+        )
 
     @classmethod
     def start(
@@ -135,8 +150,9 @@ class Runtime:
             config.observability.otlp_endpoint, environ, service_name=config.observability.service_name
         )
         latency = LatencyBook()
+        catalog = PriceCatalog.load()
         prices, registry, adapters, executor, gate, router = _policy(
-            config, http, store, budgets, limits, classifier, fleets, tracing, latency
+            config, http, store, budgets, limits, classifier, fleets, tracing, latency, catalog
         )
 
         return cls(
@@ -171,6 +187,7 @@ class Runtime:
             engine=engine,
             ledger=ledger,
             shadow=ShadowChecks(),
+            catalog=catalog,
         )
 
     def apply(self, config: Config) -> list[str]:
@@ -186,6 +203,7 @@ class Runtime:
             self.fleets,
             self.tracing,
             self.latency,
+            self.catalog,
         )
         self.prices, self.registry, self.adapters, self.executor, self.gate, self.router = built
         restart = [
@@ -198,6 +216,11 @@ class Runtime:
         self.config = config
         return restart
 
+    def use_catalog(self, catalog: PriceCatalog) -> None:
+        """Price the next request with `catalog` (a version from the database, or the shipped one)."""
+        self.catalog = catalog
+        self.apply(self.config)
+
     @property
     def admin_key(self) -> str | None:
         key = self.config.auth.admin_key
@@ -206,15 +229,17 @@ class Runtime:
     @property
     def open_mode(self) -> bool:
         """No admin key and no teams configured: serve without authentication until a key exists."""
-        return self.config.auth.admin_key is None and not self.config.teams
+        return open_eligible(self.config)
 
     async def begin(self) -> None:
         """What needs the running loop: the first scrape of every self-hosted fleet."""
         await self.ledger.prepare()
+        await self.catalogs.start()  # the version in force before the first request
         await self.fleets.start()
 
     async def stop(self) -> None:
         await self.shadow.stop()  # before the adapters and the ledger they need close
+        await self.catalogs.stop()
         await self.fleets.stop()
         await asyncio.to_thread(self.tracing.shutdown)
         await self.ledger.stop()
@@ -235,10 +260,11 @@ def _policy(
     fleets: Fleets,
     tracing: Tracing,
     latency: LatencyBook,
+    catalog: PriceCatalog,
 ) -> tuple[PriceBook, ModelRegistry, dict[str, Adapter], Executor, PolicyGate, Router]:
     """Everything that follows from the policy file, built fresh on every (re)load (what is
     measured, the fleets' state and the deployments' latencies, carries over)."""
-    prices = price_book(config)
+    prices = price_book(config, catalog=catalog)
     registry = ModelRegistry(config, prices=prices)
     adapters = build_adapters(config, http)
     executor = Executor(

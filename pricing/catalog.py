@@ -1,30 +1,36 @@
-"""The price catalog: LiteLLM's bundled price table read as data (litellm itself is never imported).
+"""The price catalog: one version of the price table, by default the copy the package ships.
 
-`PriceCatalog.load()` reads and parses the table once at start-up (about 30 ms for its 3.4 MB);
-entries are turned into `Price` objects lazily, on the first lookup of each key, and remembered.
-Nothing here does I/O after `load`.
+`pricing/data/prices-<date>.json` is LiteLLM's table trimmed to the fields Tollgate reads
+(`python -m pricing.snapshot` writes it); a newer version can be stored in the database with
+`tollgate prices update` and replaces it without an upgrade. `PriceCatalog.load()` reads and checks
+the shipped table once at start-up; entries are turned into `Price` objects lazily, on the first
+lookup of each key, and remembered. Nothing here does I/O after `load`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
-
-import orjson
 
 from pricing.litellm_table import to_price
 from pricing.price import Price
+from pricing.table import PriceTable, TableError, parse_table
 
 log = logging.getLogger(__name__)
 
-TABLE_FILE = "litellm/model_prices_and_context_window_backup.json"
+DATA_DIR = Path(__file__).with_name("data")
+TABLE_GLOB = "prices-*.json"
 # A trailing release date: gpt-4o-2024-11-20, claude-sonnet-4-5-20250929, vertex's claude-…@20250929.
 _DATE_SUFFIX = re.compile(r"[-@](?:\d{4}-\d{2}-\d{2}|\d{8})$")
-_NOT_A_MODEL = "sample_spec"
+
+
+def shipped_table() -> Path:
+    """The table this release ships (the newest, should a checkout hold more than one)."""
+    return max(DATA_DIR.glob(TABLE_GLOB), default=DATA_DIR / "prices-missing.json")
 
 
 class PriceCatalog:
@@ -36,37 +42,31 @@ class PriceCatalog:
         self.version = version
 
     @classmethod
-    def load(cls, *, path: Path | None = None) -> PriceCatalog:
-        """The table at `path`, by default the one installed with litellm; never raises.
+    def from_table(cls, table: PriceTable) -> PriceCatalog:
+        return cls(table.models, version=table.version)
 
-        Without litellm, or with an unreadable table, the catalog is empty and its `version`
-        says why, so every lookup returns None and the gateway marks rows `price_unknown`.
+    @classmethod
+    def load(cls, *, path: Path | None = None) -> PriceCatalog:
+        """The table at `path` (Tollgate's shape or LiteLLM's), by default the shipped one; never raises.
+
+        With an unreadable or invalid table the catalog is empty and its `version` says so, so
+        every lookup returns None and the gateway marks rows `price_unknown`.
         """
-        if path is None:
-            try:
-                distribution = importlib.metadata.distribution("litellm")
-            except importlib.metadata.PackageNotFoundError:
-                return cls({}, version="litellm-not-installed")
-            # locate_file finds the data file without importing the package (importing litellm
-            # would fetch a remote price map and pull in its dependencies).
-            path = Path(str(distribution.locate_file(TABLE_FILE)))
-            label = f"litellm-{distribution.version}"
-        else:
-            label = f"file-{path.name}"
+        path = path or shipped_table()
         try:
-            data = path.read_bytes()
-            entries = orjson.loads(data)
-        except (OSError, orjson.JSONDecodeError) as exc:
+            table = parse_table(path.read_bytes(), source=f"file {path.name}")
+        except (OSError, TableError) as exc:
             log.warning("price table %s unusable, every price unknown: %s", path, exc)
-            return cls({}, version=f"{label}+unreadable")
-        if not isinstance(entries, dict):
-            log.warning("price table %s is not a mapping, every price unknown", path)
-            return cls({}, version=f"{label}+unreadable")
-        entries.pop(_NOT_A_MODEL, None)
-        return cls(entries, version=f"{label}+sha256:{hashlib.sha256(data).hexdigest()[:8]}")
+            return cls({}, version=f"file-{path.name}+unreadable")
+        return cls.from_table(table)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def entries(self) -> Mapping[str, Any]:
+        """Every entry by table key, read-only (what `tollgate prices update` compares against)."""
+        return MappingProxyType(self._entries)
 
     def resolve(self, model: str, *, provider: str | None = None) -> str | None:
         """The table key a model id is priced by, or None.
@@ -117,4 +117,4 @@ class PriceCatalog:
         return int(value)
 
 
-__all__ = ["TABLE_FILE", "PriceCatalog"]
+__all__ = ["DATA_DIR", "TABLE_GLOB", "PriceCatalog", "shipped_table"]

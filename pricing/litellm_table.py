@@ -27,6 +27,7 @@ _FIELDS = {
     "cache_creation_input_token_cost_above_1hr": "cache_write_1h",
     "output_cost_per_reasoning_token": "reasoning",
 }
+RATE_FIELDS = tuple(_FIELDS)
 # `input_cost_per_token_above_200k_tokens`, `cache_creation_input_token_cost_above_1hr_above_200k_tokens`;
 # "200k" means 200,000 tokens, as in LiteLLM's own cost calculator.
 _TIER_FIELD = re.compile(r"^(?P<field>" + "|".join(_FIELDS) + r")_above_(?P<k>\d+)k_tokens$")

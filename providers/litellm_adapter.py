@@ -75,8 +75,9 @@ def load_litellm() -> Any:
 
 
 def litellm_installed() -> bool:
-    if "litellm" in sys.modules:
+    if sys.modules.get("litellm") is not None:
         return True
+    # find_spec answers None for a name blocked as `sys.modules["litellm"] = None`, too.
     return importlib.util.find_spec("litellm") is not None
 
 
@@ -102,7 +103,7 @@ class LiteLLMAdapter:
     ) -> None:
         if not litellm_installed():
             raise RuntimeError(
-                f"provider {name!r} needs litellm, which is not installed (pip install litellm)"
+                f"provider {name!r} needs litellm, which is not installed: pip install 'tollgate[litellm]'"
             )
         self.name = name
         self._prefix = model_prefix.strip("/") if model_prefix else None

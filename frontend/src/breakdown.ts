@@ -32,9 +32,10 @@ const count = (label: string, value: (r: SpendRow) => number): Column<SpendRow> 
   text: (r) => formatCount(value(r)),
 });
 
-/** Money that needs a baseline: "not configured" without one, never a negative "saving". */
+/** Money that needs a baseline: "not configured" without one (no baseline model, or the spend API
+ * says so for the row with a null saving), never a negative "saving". */
 function baselineMoney(label: string, value: (r: SpendRow) => number | null, configured: boolean): Column<SpendRow> {
-  const known = (r: SpendRow) => (configured ? value(r) : null);
+  const known = (r: SpendRow) => (configured && r.savings_nano !== null && r.savings_nano !== undefined ? value(r) : null);
   return {
     label,
     num: true,

@@ -1,40 +1,30 @@
 """Token counts for when the upstream reported no usage (a broken stream, a client that left):
 such rows are billed from these and marked `usage_estimated`.
 
-Prompts are counted with tiktoken's o200k_base encoding, loaded from the copy LiteLLM ships (no network).
-Without those files it falls back to about four characters a token, the figure OpenAI and Anthropic
-both quote.
+Prompts are counted with tiktoken's o200k_base encoding, built from the copy the package ships
+(pricing/tokenizer.py; no network). Should that file be missing or altered it falls back to about
+four characters a token, the figure OpenAI and Anthropic both quote.
 
 Loaded on first use only (a healthy gateway never pays its 40 MB), and never on the event loop:
 callers count in a worker thread. Loading takes ~0.35 s of CPU, the rank table's parse and then
 tiktoken's Rust core, which is built holding the GIL (~0.14 s, the one stall left); run on the loop,
 it froze every other request for ~0.45 s the first time a client hung up mid-stream.
 
-The table is read from that copy directly, never through `TIKTOKEN_CACHE_DIR`: setting the variable
-for the load, from a worker thread, raced every thread that read the environment at that moment
-(an httpx client being made iterates `os.environ`, and failed with a KeyError when the variable
-vanished under it).
-
-Only tiktoken's Rust core is kept. `tiktoken.Encoding` also holds the 200,000-entry rank table as a
-Python dict, which counting never reads: keeping it cost 28 MB of every worker's RSS, and the
-parse leaves freed heap that glibc keeps unless told to return it (77 MB in all against 40 MB).
+Only the encoder's core is kept: the 200,000-entry rank table, which counting never reads, is
+emptied once the core is built (keeping it cost 28 MB of every worker's RSS), and the heap its parse
+freed is handed back, which glibc does not do unless told (77 MB in all against 40 MB).
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import ctypes.util
 import gc
-import hashlib
-import importlib.metadata
 import logging
 import sys
 import threading
-import types
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Protocol
 
 from usage import Usage
@@ -44,7 +34,6 @@ log = logging.getLogger("tollgate.ledger")
 CHARS_PER_TOKEN = 4
 # OpenAI's accounting for chat: each message costs 3 tokens of framing, the reply 3 to prime.
 _PER_MESSAGE_TOKENS = 3
-_TOKENIZER_DIR = "litellm/litellm_core_utils/tokenizers"
 _lock = threading.Lock()
 
 
@@ -70,46 +59,21 @@ def _encoding() -> _Encoder | None:
 
 def _load() -> _Encoder | None:
     try:
-        from tiktoken import _tiktoken  # type: ignore[attr-defined]
-        from tiktoken_ext import openai_public  # type: ignore[import-untyped]
-
-        directory = Path(str(importlib.metadata.distribution("litellm").locate_file(_TOKENIZER_DIR)))
-    except (ImportError, importlib.metadata.PackageNotFoundError):
+        from pricing.tokenizer import load_o200k
+    except ImportError:
         return None
-    # tiktoken's own o200k_base() (so its pattern and special tokens are tiktoken's), its table
-    # loader swapped for one that reads LiteLLM's copy: nothing global changes, nothing downloads.
-    o200k_base = types.FunctionType(
-        openai_public.o200k_base.__code__,
-        {**vars(openai_public), "load_tiktoken_bpe": _bundled_table(directory)},
-    )
     interval = sys.getswitchinterval()
     sys.setswitchinterval(_LOADING_SWITCH_INTERVAL)
     try:
-        spec = o200k_base()
-        core: _Encoder = _tiktoken.CoreBPE(spec["mergeable_ranks"], spec["special_tokens"], spec["pat_str"])
+        encoding: _Encoder = load_o200k()
     except Exception as exc:  # a missing or corrupt file must not break billing
         log.warning("tiktoken encoding unavailable (%s); estimating 4 characters a token", exc)
         return None
     finally:
         sys.setswitchinterval(interval)
-    del spec
     gc.collect()
     _return_free_heap()
-    return core
-
-
-def _bundled_table(directory: Path) -> Callable[..., dict[bytes, int]]:
-    """tiktoken's `load_tiktoken_bpe`, reading the copy tiktoken's cache would hold (the file named
-    by the SHA-1 of its URL) and checking its hash, as tiktoken does."""
-
-    def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        data = (directory / hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()).read_bytes()
-        if expected_hash is not None and hashlib.sha256(data).hexdigest() != expected_hash:
-            raise ValueError(f"the copy of {url} in {directory} does not match its hash")
-        pairs = (line.split() for line in data.splitlines() if line)
-        return {base64.b64decode(token): int(rank) for token, rank in pairs}
-
-    return load
+    return encoding
 
 
 def _return_free_heap() -> None:

@@ -85,13 +85,22 @@ async def query_spend(engine: AsyncEngine, query: SpendQuery) -> list[dict[str, 
         rows = await _from_rollup(engine, query, spend_daily)
     for row in rows:
         row["error_rate"] = round(row["errors"] / row["requests"], 6) if row["requests"] else 0.0
-        row["savings_nano"] = row["baseline_cost_nano"] - row["cost_nano"]
+        row["savings_nano"] = savings(row["baseline_cost_nano"], row["cost_nano"])
     rows.sort(key=lambda r: (-r["cost_nano"], *(str(r.get(g)) for g in query.group_by)))
     return rows
 
 
+def savings(baseline_nano: int, cost_nano: int) -> int | None:
+    """Baseline minus cost; None (not configured) when nothing spent was priced on a baseline, so a
+    gateway without `pricing.baseline_model` never reports its whole spend as a loss."""
+    if baseline_nano == 0 and cost_nano > 0:
+        return None
+    return baseline_nano - cost_nano
+
+
 def totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {name: sum(int(r[name]) for r in rows) for name in (*MEASURES, "savings_nano")}
+    total: dict[str, Any] = {name: sum(int(r[name]) for r in rows) for name in MEASURES}
+    total["savings_nano"] = savings(total["baseline_cost_nano"], total["cost_nano"])
     total["error_rate"] = round(total["errors"] / total["requests"], 6) if total["requests"] else 0.0
     return total
 

@@ -17,6 +17,7 @@ import orjson
 from gateway.accounting.database import create_engine, resolve_database_url, run_migrations
 from gateway.config.schema import Config
 from gateway.errors import InvalidRequest
+from gateway.policy import auth_mode
 from gateway.policy.key_store import KeyRecord, KeyStore
 from gateway.routes.admin import present_key
 from pricing.money import usd_to_nano
@@ -25,7 +26,7 @@ COMMANDS = ("keys",)
 
 
 def add_commands(commands: Any) -> None:
-    keys = commands.add_parser("keys", help="virtual keys: create, list, revoke")
+    keys = commands.add_parser("keys", help="virtual keys: create, list, revoke, delete")
     actions = keys.add_subparsers(dest="keys_command", required=True)
 
     create = actions.add_parser("create", help="create a key (its plaintext is printed only once)")
@@ -49,6 +50,12 @@ def add_commands(commands: Any) -> None:
     revoke.add_argument("key_id")
     revoke.add_argument("--config", help="YAML config whose database to use")
 
+    remove = actions.add_parser(
+        "delete", help="delete every key (--all): with no admin key and no teams, open mode returns"
+    )
+    remove.add_argument("--all", action="store_true", required=True, help="every key, revoked ones too")
+    remove.add_argument("--config", help="YAML config whose database to use")
+
 
 def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> int:
     config = load(args.config)
@@ -56,26 +63,29 @@ def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> in
     if config.database.auto_migrate:
         run_migrations(url)
     try:
-        return asyncio.run(_run(args, url, cache_ttl=0.0))
+        return asyncio.run(_run(args, url, config, cache_ttl=0.0))
     except InvalidRequest as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
-async def _run(args: argparse.Namespace, url: str, *, cache_ttl: float) -> int:
+async def _run(args: argparse.Namespace, url: str, config: Config, *, cache_ttl: float) -> int:
     engine = create_engine(url)
     try:
         keys = KeyStore(engine, cache_ttl=cache_ttl)
         if args.keys_command == "create":
-            return await _create(args, keys)
+            return await _create(args, keys, config)
         if args.keys_command == "list":
             return await _list(args, keys)
+        if args.keys_command == "delete":
+            return await _delete_all(keys, config)
         return await _revoke(args, keys)
     finally:
         await engine.dispose()
 
 
-async def _create(args: argparse.Namespace, keys: KeyStore) -> int:
+async def _create(args: argparse.Namespace, keys: KeyStore, config: Config) -> int:
+    first = not await keys.any_exist()
     days = args.expires_in_days
     plaintext, record = await keys.create(
         args.team,
@@ -93,6 +103,21 @@ async def _create(args: argparse.Namespace, keys: KeyStore) -> int:
     print(f"created {record.id} ({record.prefix}) for team '{record.team}': {record.name}")
     print(plaintext)
     print("This is the only time the key is shown; it is stored as a hash.", file=sys.stderr)
+    notice = auth_mode.after_first_key(config) if first else None
+    if notice is not None:
+        print(notice, file=sys.stderr)
+    return 0
+
+
+async def _delete_all(keys: KeyStore, config: Config) -> int:
+    deleted = await keys.delete_all()
+    print(f"deleted {deleted} key{'' if deleted == 1 else 's'}")
+    if auth_mode.open_eligible(config):
+        print(
+            "With no admin key and no teams configured, the gateway is in open mode from its next start: "
+            "requests need no key.",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from gateway.accounting.catalogs import catalog_for
 from gateway.accounting.database import create_engine, resolve_database_url
 from gateway.accounting.reprice import reprice
 from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
@@ -34,6 +35,11 @@ def add_commands(commands: Any) -> None:
     again.add_argument("--since", default="30d")
     again.add_argument("--dry-run", action="store_true", help="report the difference, change nothing")
     again.add_argument("--config", help="YAML config with the prices to apply")
+    again.add_argument(
+        "--catalog",
+        metavar="VERSION",
+        help="the price catalog to apply: latest, shipped or a stored version (default: pricing.catalog)",
+    )
 
 
 def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> int:
@@ -93,16 +99,18 @@ def _cells(group_by: tuple[str, ...], row: dict[str, Any]) -> list[str]:
         str(row["completion_tokens"]),
         row["cost_usd"],
         row["baseline_cost_usd"],
-        row["savings_usd"],
+        "not configured" if row["savings_usd"] is None else row["savings_usd"],
     ]
 
 
 async def _reprice(args: argparse.Namespace, url: str, config: Config) -> int:
     now = datetime.now(UTC)
     since = parse_time(args.since, default=now - timedelta(days=30), now=now)
-    book = price_book(config)
     engine = create_engine(url)
     try:
+        # The catalog a replica would price with now (a version stored by `tollgate prices update`).
+        catalog = await catalog_for(engine, args.catalog or config.pricing.catalog)
+        book = price_book(config, catalog=catalog)
         report = await reprice(
             engine,
             ModelRegistry(config, prices=book),

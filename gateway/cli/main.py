@@ -16,6 +16,7 @@ import gateway.cli.keys as cli_keys
 import gateway.cli.ledger as cli_ledger
 import gateway.cli.pricing as cli_pricing
 import gateway.cli.routing as cli_routing
+from gateway.accounting.catalogs import CatalogNotFound
 from gateway.config.loader import ConfigError, load_config
 from gateway.config.schema import Config, DatabaseConfig
 from gateway.errors import InvalidRequest
@@ -71,7 +72,7 @@ def _run(argv: list[str] | None) -> int:
     cli_routing.add_commands(commands)
     cli_demo.add_commands(commands)
 
-    args = parser.parse_args(argv)
+    args = parser.parse_args(cli_pricing.with_default_subcommand(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=getattr(args, "log_level", "info").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -94,7 +95,7 @@ def _run(argv: list[str] | None) -> int:
             if args.command in cli_keys.COMMANDS:
                 return cli_keys.run(args, load=_offline_config)
             return cli_ledger.run(args, load=_offline_config)
-        except (ConfigError, InvalidRequest) as exc:
+        except (ConfigError, InvalidRequest, CatalogNotFound) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     return _serve(args)

@@ -1,5 +1,6 @@
 """`tollgate prices` and `tollgate local cost`: what Tollgate charges for a model and why, and the
-volume at which a GPU deployment beats a managed model."""
+volume at which a GPU deployment beats a managed model. `prices update` and `prices list` (newer
+price tables in the database) live in gateway/cli/price_catalog.py."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from decimal import Decimal, InvalidOperation
 from typing import TextIO
 
 import gateway.cli.local as cli_local
+import gateway.cli.price_catalog as cli_catalog
 from gateway.config.loader import ConfigError
 from gateway.config.loader import load_config as load_config_file
-from gateway.config.schema import Config
+from gateway.config.schema import Config, DatabaseConfig, PricingConfig
 from gateway.models import ModelRegistry, price_book
 from local_backend.cost_model import HOURS_PER_MONTH, GpuDeployment, break_even
 from pricing.book import PriceBook
@@ -23,6 +25,7 @@ from pricing.price import Price
 
 CONFIG_ENV = "TOLLGATE_CONFIG"
 COMMANDS = frozenset({"prices", "local"})
+_PRICES_COMMANDS = ("show", *sorted(cli_catalog.COMMANDS))
 _CLASSES = (  # label, Rates attribute, Price attribute whose absence means a fallback, fallback
     ("input", "input", "input", ""),
     ("cached read", "cached_input", "cached_input", "as input"),
@@ -34,11 +37,20 @@ _CLASSES = (  # label, Rates attribute, Price attribute whose absence means a fa
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    config_help = f"YAML config file (default: ${CONFIG_ENV}; without one, LiteLLM's table only)"
-    prices = commands.add_parser("prices", help="show what Tollgate charges for a model, and why")
-    prices.add_argument("model", help="a public model name from the config, or any upstream model id")
-    prices.add_argument("--provider", help="LiteLLM provider name (gemini, vertex_ai, azure, …)")
-    prices.add_argument("--config", help=config_help)
+    config_help = f"YAML config file (default: ${CONFIG_ENV}; without one, the price table only)"
+    prices = commands.add_parser(
+        "prices", help="what Tollgate charges for a model and why (`prices MODEL`); newer price tables"
+    )
+    prices_commands = prices.add_subparsers(
+        dest="prices_command", required=True, metavar="{MODEL,show,update,list}"
+    )
+    show = prices_commands.add_parser("show", help="what a model costs, and why (`prices MODEL` for short)")
+    show.add_argument("model", help="a public model name from the config, or any upstream model id")
+    show.add_argument("--provider", help="LiteLLM provider name (gemini, vertex_ai, azure, …)")
+    show.add_argument("--config", help=config_help)
+    cli_catalog.add_commands(
+        prices_commands, f"YAML config whose database to use (default: ${CONFIG_ENV}, else ./tollgate.db)"
+    )
 
     local = commands.add_parser("local", help="the self-hosted fleet")
     local_commands = local.add_subparsers(dest="local_command", required=True)
@@ -55,6 +67,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cli_local.add_commands(local_commands)
 
 
+def with_default_subcommand(argv: list[str]) -> list[str]:
+    """`tollgate prices MODEL` means `tollgate prices show MODEL`, as it did before `update` existed."""
+    if len(argv) >= 2 and argv[0] == "prices" and argv[1] not in (*_PRICES_COMMANDS, "-h", "--help"):
+        return [argv[0], "show", *argv[1:]]
+    return argv
+
+
 def run(
     args: argparse.Namespace,
     *,
@@ -68,13 +87,19 @@ def run(
     out, err = out or sys.stdout, err or sys.stderr
     if args.command == "local" and args.local_command in cli_local.COMMANDS:
         return cli_local.run(args, out=out, err=err)
-    path = args.config or (os.environ if environ is None else environ).get(CONFIG_ENV)
+    environ = os.environ if environ is None else environ
+    path = args.config or environ.get(CONFIG_ENV)
     try:
         config = load_config(path) if path else None
     except ConfigError as exc:
         err.write(f"invalid config: {exc}\n")
         return 1
-    catalog = catalog if catalog is not None else PriceCatalog.load()
+    database = config.database if config else DatabaseConfig()
+    pricing = config.pricing if config else PricingConfig()
+    if args.command == "prices" and args.prices_command in cli_catalog.COMMANDS:
+        return cli_catalog.run(args, database, pricing, out=out, err=err, environ=environ)
+    if catalog is None:
+        catalog = cli_catalog.catalog_in_force(database, pricing, environ=environ, err=err)
     book = PriceBook(catalog) if config is None else price_book(config, catalog=catalog)
     if args.command == "prices":
         return _prices(args, config, book, out)

@@ -3,8 +3,10 @@ problem reported with the YAML path of the field at fault."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,9 @@ import yaml
 from pydantic import ValidationError
 
 from gateway.config.schema import Config
+from providers.litellm_adapter import litellm_installed
 
+ADMIN_KEY_ENV = "TOLLGATE_ADMIN_KEY"
 PROVIDER_TYPES = ("openai", "vllm", "openai_compatible", "anthropic", "gemini", "litellm")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -35,7 +39,7 @@ def parse_config(text: str, *, source: str = "<config>", environ: Mapping[str, s
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{source}: not valid YAML{_yaml_where(exc)}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections")
     return build_config(raw, source=source, environ=environ)
@@ -45,16 +49,93 @@ def build_config(
     raw: dict[str, Any], *, source: str = "<config>", environ: Mapping[str, str] | None = None
 ) -> Config:
     env = os.environ if environ is None else environ
-    expanded = _expand_env(raw, env, path=(), source=source)
+    expanded = _with_admin_key_from(env, _expand_env(raw, env, path=(), source=source))
     try:
         config = Config.model_validate(expanded)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = format_path(first["loc"])
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"{source}: {where}: {first['msg']}{more}") from exc
+        problems = [_problem(error) for error in exc.errors()]
+        if len(problems) == 1:
+            raise ConfigError(f"{source}: {problems[0]}") from exc
+        listed = "".join(f"\n  - {problem}" for problem in problems)
+        raise ConfigError(f"{source}: {len(problems)} problems:{listed}") from exc
     _check_references(config, source)
+    _check_extras(config, source)
     return config
+
+
+def _with_admin_key_from(environ: Mapping[str, str], raw: dict[str, Any]) -> dict[str, Any]:
+    """`TOLLGATE_ADMIN_KEY` is the admin key when the config names none, with or without a file."""
+    key = environ.get(ADMIN_KEY_ENV)
+    auth = raw.get("auth")
+    if not key or (isinstance(auth, dict) and auth.get("admin_key")):
+        return raw
+    return {**raw, "auth": {**(auth if isinstance(auth, dict) else {}), "admin_key": key}}
+
+
+def _problem(error: Any) -> str:
+    """One validation error as `where: what`, an unknown key with the nearest known one."""
+    where = format_path(error["loc"])
+    if error["type"] != "extra_forbidden":
+        return f"{where}: {error['msg']}"
+    key = str(error["loc"][-1])
+    known = _known_keys(error["loc"][:-1])
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"{where}: unknown key '{key}'{hint}"
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the section at `loc` takes, found by walking the schema along the path."""
+    annotation: Any = Config
+    for part in loc:
+        annotation = _step(annotation, part)
+        if annotation is None:
+            return []
+    fields = _fields(annotation)
+    return list(fields) if fields else []
+
+
+def _step(annotation: Any, part: int | str) -> Any:
+    """The annotation one step down `annotation` at `part`: a model's field, a mapping's value, a
+    sequence's item, or whichever member of a union has it."""
+    fields = _fields(annotation)
+    if fields is not None:
+        field = fields.get(part) if isinstance(part, str) else None
+        return field.annotation if field is not None else None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (dict, Mapping) and len(args) == 2:
+        return args[1]
+    if origin in (list, tuple) and args and isinstance(part, int):
+        return args[0]
+    for arg in args:
+        found = _step(arg, part)
+        if found is not None:
+            return found
+    return None
+
+
+def _fields(annotation: Any) -> dict[str, Any] | None:
+    fields = getattr(annotation, "model_fields", None)
+    return fields if isinstance(fields, dict) and isinstance(annotation, type) else None
+
+
+def _yaml_where(exc: yaml.YAMLError) -> str:
+    """Where in the file YAML gave up, and why, without PyYAML's `in "<unicode string>"`."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{at}: {problem}"
+
+
+def _check_extras(config: Config, source: str) -> None:
+    """An optional extra a provider type needs is installed (litellm: 40 packages, ~290 MB, that
+    the default install leaves out); said at check-config and start-up, not at the first request."""
+    for name, spec in config.providers.items():
+        if spec.type == "litellm" and not litellm_installed():
+            raise ConfigError(
+                f"{source}: providers.{name}: type litellm needs the optional extra, which is not "
+                "installed: pip install 'tollgate[litellm]'"
+            )
 
 
 def format_path(loc: tuple[int | str, ...]) -> str:

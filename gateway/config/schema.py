@@ -72,8 +72,16 @@ def _nano(usd: Decimal | None) -> int | None:
 
 
 class PricingConfig(Strict):
-    # LiteLLM's bundled price table prices every model the config does not price itself.
+    # The price table (the package's dated copy of LiteLLM's, or a newer one `tollgate prices update`
+    # stored) prices every model the config does not price itself.
     use_catalog: bool = True
+    # --- price catalog versions (pricing/catalog.py, gateway/accounting/catalogs.py) ---
+    # Which table: `latest` (the newest the database holds, else the shipped one), `shipped` (the
+    # package's own, whatever the database holds), or a version `tollgate prices list` shows.
+    catalog: str = Field(default="latest", min_length=1, max_length=128)
+    # How often each replica looks for a newer (or newly pinned) version; 0 looks at start-up only.
+    catalog_check_seconds: float = Field(default=30.0, ge=0)
+    # --- end price catalog versions ---
     # Prices by model id (public name, upstream id, or `provider/model`), over the table's.
     overrides: dict[str, PriceConfig] = Field(default_factory=dict)
     # The model teams would call without Tollgate: each row's `baseline_cost` is priced on it.

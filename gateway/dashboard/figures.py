@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.accounting.insights import key_labels, request_rates
 from gateway.accounting.performance import latency_by
-from gateway.accounting.spend import parse_group_by, query_spend, totals
+from gateway.accounting.spend import parse_group_by, query_spend, savings, totals
 from gateway.config.schema import TeamConfig
 from gateway.dashboard.scope import Scope
 from gateway.errors import InvalidRequest
@@ -61,10 +61,10 @@ async def summary(engine: AsyncEngine, scope: Scope) -> dict[str, Any]:
         "until": scope.until.isoformat(),
         "totals": present(total),
         "savings": {
-            # savings_nano is baseline - cost; what caching saved is part of it. Without a baseline
-            # model there is nothing to save against: None ("not configured"), never a loss.
+            # savings_nano is baseline - cost; what caching saved is part of it.
+            # None: no baseline configured, so there is no saving to split (never shown as a loss).
             "routing_nano": None
-            if total.get("savings_nano") is None
+            if total["savings_nano"] is None
             else total["savings_nano"] - total["cache_saving_nano"],
             "caching_nano": total["cache_saving_nano"],
             # The tag rollup does not keep cache savings: under a tag filter they stay in routing.
@@ -115,8 +115,9 @@ async def spend_over_time(engine: AsyncEngine, scope: Scope, *, stack: str) -> d
         "cost_nano": money["cost_nano"],
         "baseline_cost_nano": money["baseline_cost_nano"],
         "cache_saving_nano": money["cache_saving_nano"],
+        # None in a bucket where nothing was priced on a baseline (not configured, never a loss).
         "routing_saving_nano": [
-            baseline - cost - cache
+            None if (saved := savings(baseline, cost)) is None else saved - cache
             for baseline, cost, cache in zip(
                 money["baseline_cost_nano"], money["cost_nano"], money["cache_saving_nano"], strict=True
             )

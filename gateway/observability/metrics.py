@@ -17,6 +17,8 @@ Two kinds, fed two ways:
 Labels are bounded: model, provider and tier come from config (a requested model that does not
 resolve is "unknown"), team from config or the admin's keys, status and error type from the
 gateway's own vocabulary. Never request ids, users, tags or anything else a client writes.
+Traffic and latency carry the team too (so a dashboard's team filter acts on them), capped at
+`MAX_TEAMS` distinct names per process: teams seen after that count as "other".
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ CACHE_RESULTS = frozenset({"hit", "miss", "bypass", "idempotent_replay"})
 _REFRESH_TIMEOUT = 2.0
 # Label combinations whose children are kept bound; far above any real config's.
 _MAX_BOUND = 10_000
+# Distinct team label values per process; later teams are "other" (each team multiplies the
+# latency histograms' series, 20 buckets per endpoint and model).
+MAX_TEAMS = 200
+OTHER_TEAM = "other"
 
 
 class LedgerView(Protocol):
@@ -121,13 +127,13 @@ class Metrics:
         self.registry = CollectorRegistry()
         counter = partial(Counter, registry=self.registry)
         seconds = partial(Histogram, buckets=SECONDS_BUCKETS, registry=self.registry)
-        route = ["endpoint", "model", "provider", "tier", "status"]
+        route = ["endpoint", "model", "provider", "tier", "status", "team"]
         spend = ["model", "provider", "team"]
         self.requests = _RequestCounter(
             "tollgate_requests", "Requests answered.", route, registry=self.registry
         )
         self.errors = counter(
-            "tollgate_request_errors", "Failed requests.", ["endpoint", "model", "error_type"]
+            "tollgate_request_errors", "Failed requests.", ["endpoint", "model", "error_type", "team"]
         )
         self.input_tokens = counter("tollgate_input_tokens", "Prompt tokens, cache reads included.", spend)
         self.output_tokens = counter("tollgate_output_tokens", "Completion tokens.", spend)
@@ -145,23 +151,27 @@ class Metrics:
             "tollgate_baseline_cost_usd", "Cost on the baseline model, uncached (savings: minus cost).", spend
         )
         self.ttft = seconds(
-            "tollgate_time_to_first_token_seconds", "Time to the first streamed byte.", ["model"]
+            "tollgate_time_to_first_token_seconds", "Time to the first streamed byte.", ["model", "team"]
         )
         self.latency = seconds(
-            "tollgate_request_duration_seconds", "Whole request, in to last byte out.", ["endpoint", "model"]
+            "tollgate_request_duration_seconds",
+            "Whole request, in to last byte out.",
+            ["endpoint", "model", "team"],
         )
         self.overhead = seconds(
             "tollgate_gateway_overhead_seconds",
             "Time in the gateway, not waiting on upstreams.",
-            ["endpoint"],
+            ["endpoint", "team"],
         )
         self.response_cache = counter(
             "tollgate_response_cache_requests",
             "Response-cache lookups (hit, miss, bypass).",
-            ["model", "result"],
+            ["model", "result", "team"],
         )
-        self.retries = counter("tollgate_upstream_retries", "Upstream attempts after the first.", ["model"])
-        self.fallbacks = counter("tollgate_fallbacks", "Requests answered by a fallback.", ["model"])
+        self.retries = counter(
+            "tollgate_upstream_retries", "Upstream attempts after the first.", ["model", "team"]
+        )
+        self.fallbacks = counter("tollgate_fallbacks", "Requests answered by a fallback.", ["model", "team"])
         self.price_unknown = counter(
             "tollgate_price_unknown",
             "Requests whose model has no known price: their ledger rows carry price_unknown.",
@@ -186,6 +196,10 @@ class Metrics:
             "tollgate_metrics_refresh_errors", "Scrapes whose state gauges kept stale values."
         )
         self.snapshot = Snapshot()
+        # Dependency name -> reachable, as the last readiness check or scrape saw it (set by the
+        # caller, gateway.observability.readiness): `tollgate_dependency_up`.
+        self.dependency_up: dict[str, bool] = {}
+        self._teams: set[str] = set()
         self.registry.register(_StateCollector(self))
         self._bound: dict[tuple[Any, ...], _Bound] = {}
         # Public model names and aliases -> (model, tier), for requests refused before routing.
@@ -213,7 +227,7 @@ class Metrics:
             record.provider or NONE,
             tier or NONE,
             record.status,
-            record.team or NONE,
+            self.team_label(record.team),
             record.cache_status,
             record.error_type,
         )
@@ -248,14 +262,25 @@ class Metrics:
         if record.fallback_used:
             bound.fallbacks.inc()
 
+    def team_label(self, team: str | None) -> str:
+        """The team as a label value: "none" without one, "other" past `MAX_TEAMS` distinct ones."""
+        if team is None:
+            return NONE
+        if team in self._teams:
+            return team
+        if len(self._teams) >= MAX_TEAMS:
+            return OTHER_TEAM
+        self._teams.add(team)
+        return team
+
     def _bind(self, key: tuple[Any, ...]) -> _Bound:
         endpoint, model, provider, tier, status, team, cache, error_type = key
         if len(self._bound) >= _MAX_BOUND:
             self._bound.clear()
         spend = (model, provider, team)
         bound = _Bound(
-            requests=self.requests.labels(endpoint, model, provider, tier, str(status)),
-            errors=None if error_type is None else self.errors.labels(endpoint, model, error_type),
+            requests=self.requests.labels(endpoint, model, provider, tier, str(status), team),
+            errors=None if error_type is None else self.errors.labels(endpoint, model, error_type, team),
             input_tokens=self.input_tokens.labels(*spend),
             output_tokens=self.output_tokens.labels(*spend),
             cache_read_tokens=self.cache_read_tokens.labels(*spend),
@@ -263,14 +288,14 @@ class Metrics:
             cost_nano=self.cost_nano.labels(*spend),
             cost_usd=self.cost_usd.labels(*spend),
             baseline_usd=self.baseline_usd.labels(*spend),
-            latency=self.latency.labels(endpoint, model),
-            ttft=self.ttft.labels(model),
-            overhead=self.overhead.labels(endpoint),
+            latency=self.latency.labels(endpoint, model, team),
+            ttft=self.ttft.labels(model, team),
+            overhead=self.overhead.labels(endpoint, team),
             cache=None
             if cache is None
-            else self.response_cache.labels(model, cache if cache in CACHE_RESULTS else "other"),
-            retries=self.retries.labels(model),
-            fallbacks=self.fallbacks.labels(model),
+            else self.response_cache.labels(model, cache if cache in CACHE_RESULTS else "other", team),
+            retries=self.retries.labels(model, team),
+            fallbacks=self.fallbacks.labels(model, team),
         )
         self._bound[key] = bound
         return bound
@@ -317,13 +342,13 @@ class Metrics:
 
 
 class _RequestCounter(Counter):
-    """Also takes `labels(endpoint, model, status)`, the form callers used before `observe` (provider
-    and tier then read "none"), so a caller not yet moved to `observe` keeps counting."""
+    """Also takes `labels(endpoint, model, status)`, the form callers used before `observe` (provider,
+    tier and team then read "none"), so a caller not yet moved to `observe` keeps counting."""
 
     def labels(self, *labelvalues: Any, **labelkwargs: Any) -> _RequestCounter:
         if len(labelvalues) == 3:
             endpoint, model, status = labelvalues
-            labelvalues = (endpoint, model, NONE, NONE, status)
+            labelvalues = (endpoint, model, NONE, NONE, status, NONE)
         return super().labels(*labelvalues, **labelkwargs)
 
 
@@ -358,7 +383,14 @@ class _StateCollector(Collector):
         return list(self._families(Snapshot()))
 
     def collect(self) -> Iterable[Any]:
-        return list(self._families(self._metrics.snapshot))
+        up = GaugeMetricFamily(
+            "tollgate_dependency_up",
+            "1 while a dependency (database, state) answers; 0 while the gateway serves without it.",
+            labels=["dependency"],
+        )
+        for name, is_up in sorted(self._metrics.dependency_up.items()):
+            up.add_metric([name], 1.0 if is_up else 0.0)
+        return [*self._families(self._metrics.snapshot), up]
 
     @staticmethod
     def _families(snapshot: Snapshot) -> Iterator[GaugeMetricFamily]:

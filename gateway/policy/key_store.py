@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import orjson
-from sqlalchemy import RowMapping, insert, select, update
+from sqlalchemy import RowMapping, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -108,6 +108,10 @@ class LookupCache:
     def forget(self, key_id: str) -> None:
         for key_hash in [h for h, (_, record) in self._found.items() if record.id == key_id]:
             del self._found[key_hash]
+
+    def clear(self) -> None:
+        self._found.clear()
+        self._missing.clear()
 
     def __len__(self) -> int:
         return len(self._found) + len(self._missing)
@@ -197,6 +201,16 @@ class KeyStore:
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         return None if row is None else from_row(row._mapping)
+
+    async def delete_all(self) -> int:
+        """Delete every key, revoked ones too: how a gateway with no admin key and no teams goes
+        back to open mode (on its next start). Ledger rows keep the ids of the keys they name."""
+        async with self._engine.begin() as conn:
+            deleted = (await conn.execute(delete(virtual_keys))).rowcount
+        self._generation += 1
+        self.cache.clear()
+        self._any_exist = None
+        return int(deleted or 0)
 
     async def revoke(self, key_id: str) -> bool:
         """Revoke a key for good; False when there is no such key. Revoking twice is harmless."""

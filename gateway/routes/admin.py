@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from gateway.errors import GatewayError, InvalidRequest
+from gateway.http.json_bodies import JsonBodyRoute
 from gateway.policy.key_store import KeyRecord, KeyStore
 from gateway.policy.principal import PermissionDenied, authenticate, require_admin
 from pricing.money import format_usd, usd_to_nano
@@ -60,7 +61,9 @@ async def require_admin_key(request: Request) -> None:
     require_admin(principal)
 
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin_key)])
+router = APIRouter(
+    prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin_key)], route_class=JsonBodyRoute
+)
 
 
 class CreateKey(BaseModel):

@@ -1,13 +1,13 @@
-"""`GET /v1/models`, `/healthz` (the process is alive) and `/readyz` (config loaded, database up)."""
+"""`GET /v1/models`, `/healthz` (the process is alive) and `/readyz` (it can serve; a degraded
+dependency such as an unreachable database shows in the body, not the status)."""
 
 from __future__ import annotations
-
-import asyncio
 
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from gateway.accounting.database import ping
+from gateway.observability import readiness
+from gateway.policy import KeyStoreUnavailable
 from gateway.runtime import Runtime
 from gateway.state.failover import FallbackStateStore
 
@@ -39,6 +39,8 @@ async def list_models(request: Request) -> Response:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    checks = await readiness.check_all(runtime)
+    runtime.metrics.dependency_up = {name: check.up for name, check in checks.items()}
     body = await runtime.metrics.scrape(runtime)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -48,37 +50,42 @@ async def healthz() -> Response:
     return Response(b'{"status":"ok"}', media_type=_JSON)
 
 
-@router.get("/readyz", summary="Readiness: config loaded and the database reachable")
+@router.get("/readyz", summary="Readiness: can this replica serve (degraded dependencies in the body)")
 async def readyz(request: Request) -> Response:
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:
         return _not_ready("config not loaded")
-    try:
-        await asyncio.wait_for(ping(runtime.engine), timeout=2.0)
-    except Exception as exc:
-        return _not_ready(f"database unreachable: {type(exc).__name__}")
+    checks = await readiness.check_all(runtime)
+    runtime.metrics.dependency_up = {name: check.up for name, check in checks.items()}
+    status = readiness.overall(checks)
     state = runtime.store.describe() if isinstance(runtime.store, FallbackStateStore) else "in-memory"
-    body = {
-        "status": "ready",
+    try:
         # Open mode is loud on purpose: with no keys configured, anyone who can reach the port can spend.
-        "auth": "open (no keys configured: anyone can call)"
-        if runtime.open_mode and not await runtime.keys.any_exist()
-        else "keys required",
+        auth = (
+            "open (no keys configured: anyone can call)"
+            if runtime.open_mode and not await runtime.keys.any_exist()
+            else "keys required"
+        )
+    except KeyStoreUnavailable:
+        # Open mode that never reached the database cannot tell whether keys exist: every request
+        # is refused (auth_unavailable) until it can, so this replica cannot serve.
+        auth, status = "unknown: the key store is unreachable, requests are refused", readiness.NOT_READY
+    body = {
+        "status": status,
+        "checks": {name: check.detail for name, check in checks.items()},
+        "auth": auth,
         "state": state,
-        "ledger": "spooling (database unavailable)" if runtime.ledger.database_down else "writing",
+        "ledger": "spooling (database unavailable)"
+        if runtime.ledger.database_down or not checks["database"].up
+        else "writing",
         # Still ready: the last good policy keeps serving. The reason (which can quote the file)
         # goes to the log only, since this route needs no key.
         "config": "stale: the config file could not be reloaded, the previous policy is serving (see the log)"
         if getattr(getattr(request.app.state, "config_watcher", None), "last_error", None)
         else "current",
     }
-    if (
-        isinstance(runtime.store, FallbackStateStore)
-        and runtime.store.degraded
-        and state.startswith("unavailable")
-    ):
-        return Response(orjson.dumps({**body, "status": "not_ready"}), status_code=503, media_type=_JSON)
-    return Response(orjson.dumps(body), media_type=_JSON)
+    code = 503 if status == readiness.NOT_READY else 200
+    return Response(orjson.dumps(body), status_code=code, media_type=_JSON)
 
 
 def _not_ready(reason: str) -> Response:

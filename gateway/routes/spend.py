@@ -28,13 +28,19 @@ from pricing.money import format_usd
 router = APIRouter()
 
 _MONEY = ("cost", "baseline_cost", "savings", "cache_saving")
+SAVINGS_NOT_CONFIGURED = (
+    "not configured: set pricing.baseline_model to the model teams would call without Tollgate"
+)
 
 
 def present(row: dict[str, Any]) -> dict[str, Any]:
     """Nano-USD stay exact integers; a decimal dollar string rides along for people."""
     shown = dict(row)
     for name in _MONEY:
-        shown[f"{name}_usd"] = format_usd(int(row[f"{name}_nano"]))
+        nano = row[f"{name}_nano"]
+        shown[f"{name}_usd"] = None if nano is None else format_usd(int(nano))
+    if row.get("savings_nano", 0) is None:
+        shown["savings_note"] = SAVINGS_NOT_CONFIGURED
     return shown
 
 

@@ -13,6 +13,7 @@ What does not survive the trip through the OpenAI shape, by design:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import orjson
@@ -211,7 +212,7 @@ def to_anthropic_response(completion: Any, *, model: str, usage: Usage | None = 
         blocks.append({"type": "text", "text": text})
     blocks += [_to_tool_use(call) for call in message.get("tool_calls") or ()]
     return {
-        "id": str(completion.get("id") or ""),
+        "id": message_id(completion.get("id")),
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -267,3 +268,13 @@ Event = tuple[str, JSON]
 def encode_events(events: list[Event]) -> bytes:
     """Anthropic's SSE framing: every event named, its data one JSON line."""
     return b"".join(encode_event(name, orjson.dumps(data)) for name, data in events)
+
+
+def message_id(upstream_id: Any) -> str:
+    """An Anthropic-shaped id (`msg_…`) for an answer whatever answered it: clients and SDKs that
+    check the prefix see the one they expect; the upstream's own id stays recognisable inside it."""
+    text = str(upstream_id or "")
+    if text.startswith("msg_"):
+        return text
+    rest = text.removeprefix("chatcmpl-") or os.urandom(12).hex()
+    return f"msg_{rest}"

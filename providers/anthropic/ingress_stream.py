@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.anthropic.ingress import STOP_REASONS, Event, to_anthropic_error, to_anthropic_usage
+from providers.anthropic.ingress import (
+    STOP_REASONS,
+    Event,
+    message_id,
+    to_anthropic_error,
+    to_anthropic_usage,
+)
 from providers.openai_compat import from_openai_usage
 from providers.types import JSON
 from usage import Usage
@@ -62,7 +68,7 @@ class AnthropicStreamEncoder:
             return []
         self._started = True
         message: JSON = {
-            "id": self.message_id or str(chunk_id or "msg"),
+            "id": self.message_id or message_id(chunk_id),
             "type": "message",
             "role": "assistant",
             "model": self.model,

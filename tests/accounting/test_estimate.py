@@ -4,8 +4,8 @@ the lean loader must agree token for token with tiktoken's own public Encoding."
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import tiktoken
 
 from gateway.accounting import estimate
 from gateway.accounting.estimate import _PER_MESSAGE_TOKENS, count_tokens, estimate_usage, with_generated
+from pricing import tokenizer
 from usage import Usage
 
 TEXTS = [
@@ -30,10 +31,13 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def reference() -> tiktoken.Encoding:
-    directory = importlib.metadata.distribution("litellm").locate_file(
-        "litellm/litellm_core_utils/tokenizers"
-    )
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tiktoken.Encoding:
+    """tiktoken's own o200k_base (its pattern, special tokens and pinned hash), its download served
+    by the copy the package ships, laid out as tiktoken's cache names it."""
+    directory = tmp_path_factory.mktemp("tiktoken-cache")
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    name = hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()
+    shutil.copyfile(tokenizer.FILE, directory / name)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
     try:
         return tiktoken.get_encoding("o200k_base")
@@ -107,13 +111,22 @@ def test_loading_the_tokenizer_leaves_the_environment_alone(monkeypatch: pytest.
     assert len(encoder.encode_ordinary("hello world")) == 2
 
 
-def test_the_bundled_table_is_checked_against_its_hash(tmp_path: Path) -> None:
-    url = "https://example.invalid/t.tiktoken"
-    (tmp_path / hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()).write_bytes(b"aGk= 0\n")
-    load = estimate._bundled_table(tmp_path)
-    assert load(url) == {b"hi": 0}
-    with pytest.raises(ValueError, match="does not match its hash"):
-        load(url, expected_hash="0" * 64)
+def test_an_altered_tokenizer_file_is_refused(tmp_path: Path) -> None:
+    altered = tmp_path / "o200k_base.tiktoken"
+    altered.write_bytes(tokenizer.FILE.read_bytes().replace(b" 0\n", b" 1\n", 1))
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        tokenizer.read_ranks(altered)
+
+
+def test_without_a_usable_tokenizer_file_counting_falls_back_to_four_characters_a_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing() -> tiktoken.Encoding:
+        raise FileNotFoundError("o200k_base.tiktoken")
+
+    monkeypatch.setattr(tokenizer, "load_o200k", missing)
+    monkeypatch.setattr(estimate, "_loaded", estimate._UNLOADED)
+    assert count_tokens("x" * 9) == 3
 
 
 def test_a_reported_usage_keeps_its_prompt_and_cache_and_counts_the_answer_generated() -> None:

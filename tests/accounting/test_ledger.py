@@ -69,7 +69,7 @@ def test_row_splits_cost_and_prices_the_baseline(ledger_gateway: GatewayServer) 
     )
     assert row["endpoint"] == "chat.completions" and row["tags"] == '["checkout","search"]'
     assert row["price_source"] == "config" and row["price_unknown"] is False
-    assert row["price_version"].startswith("litellm-")
+    assert row["price_version"].startswith("prices-")
     assert row["raw_usage"] and '"prompt_tokens"' in row["raw_usage"]
     assert row["overhead_ms"] is not None and 0 <= row["overhead_ms"] < row["latency_ms"]
     assert row["output_tokens_per_second"] and row["output_tokens_per_second"] > 0

@@ -48,7 +48,7 @@ def test_example_config_validates_with_keys_set() -> None:
             "models.gpt-4o.price.input_per_mtok: Input should be greater than or equal to 0",
         ),
         (MINIMAL.replace("type: openai", "type: carrier-pigeon"), {"KEY": "k"}, "providers.openai"),
-        (MINIMAL + "surprise: true\n", {"KEY": "k"}, "surprise: Extra inputs are not permitted"),
+        (MINIMAL + "surprise: true\n", {"KEY": "k"}, "surprise: unknown key 'surprise'"),
         (MINIMAL + "aliases: {smart: gpt-5}\n", {"KEY": "k"}, "aliases.smart: unknown model 'gpt-5'"),
         (
             MINIMAL.replace("https://", "ftp://"),
@@ -63,6 +63,34 @@ def test_bad_config_names_the_field(text: str, environ: dict[str, str], message:
         parse_config(text, source="team.yaml", environ=environ)
     assert str(caught.value).startswith("team.yaml: ")
     assert message in str(caught.value)
+
+
+def test_every_problem_is_listed_with_the_key_it_was_probably_meant_to_be() -> None:
+    text = MINIMAL + "pricing:\n  baseline_modle: gpt-4o\nledger: {batch_sise: 3}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, source="team.yaml", environ={"KEY": "k"})
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "team.yaml: 2 problems:"
+    assert sorted(lines[1:]) == [
+        "  - ledger.batch_sise: unknown key 'batch_sise' (did you mean 'batch_size'?)",
+        "  - pricing.baseline_modle: unknown key 'baseline_modle' (did you mean 'baseline_model'?)",
+    ]
+
+
+def test_yaml_errors_name_the_file_and_the_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("models:\n  x: [1, 2\n", source="team.yaml", environ={})
+    assert str(caught.value).startswith("team.yaml: not valid YAML at line 3, column 1: ")
+    assert "unicode string" not in str(caught.value)
+
+
+def test_the_admin_key_can_come_from_the_environment_alone() -> None:
+    config = parse_config(MINIMAL, environ={"KEY": "k", "TOLLGATE_ADMIN_KEY": "from-env"})
+    assert config.auth.admin_key is not None and config.auth.admin_key.get_secret_value() == "from-env"
+    named = parse_config(
+        MINIMAL + "auth: {admin_key: from-file}\n", environ={"KEY": "k", "TOLLGATE_ADMIN_KEY": "from-env"}
+    )
+    assert named.auth.admin_key is not None and named.auth.admin_key.get_secret_value() == "from-file"
 
 
 def test_env_default_syntax() -> None:

@@ -190,6 +190,7 @@ def test_anthropic_sdk_through_messages_ingress(
     Message.model_validate_json(raw.http_response.content)
     assert message.content[0].type == "text" and message.content[0].text
     assert message.stop_reason == "end_turn" and message.usage.output_tokens > 0
+    assert message.id.startswith("msg_")  # whichever provider answered: the id clients expect
     row = gateway.ledger_row(raw.headers["x-request-id"])
     assert row["endpoint"] == "messages" and row["model"] == model and row["cost_nano"] > 0
 
@@ -204,7 +205,7 @@ def test_anthropic_sdk_streams_through_messages_ingress(claude_sdk: anthropic.An
     with claude_sdk.messages.stream(model=model, max_tokens=200, messages=hello) as stream:
         final = stream.get_final_message()
     assert final.content[0].type == "text" and final.content[0].text
-    assert final.usage.output_tokens > 0
+    assert final.usage.output_tokens > 0 and final.id.startswith("msg_")
 
 
 def test_anthropic_sdk_tool_use_round_trip_answered_by_openai(claude_sdk: anthropic.Anthropic) -> None:

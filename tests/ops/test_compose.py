@@ -119,18 +119,23 @@ def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(compose: dict[
     assert datasource["type"] == "prometheus" and datasource["url"] == "http://prometheus:9090"
     (provider,) = yaml.safe_load((provisioning / "dashboards/tollgate.yml").read_text())["providers"]
     dashboards = mounts[provider["options"]["path"]]
-    dashboard = json.loads((dashboards / "tollgate.json").read_text())
-    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
-    assert len(panels) >= 10
-    for panel in panels:
-        assert panel["datasource"]["uid"] == datasource["uid"]
-        assert panel["targets"] and all(t["expr"] for t in panel["targets"])
+    # The panels read the ${DS_PROMETHEUS} variable (tests/deploy/test_dashboard.py), which resolves
+    # to the default Prometheus data source: the provisioned one.
+    assert datasource["isDefault"] is True
+    for name, least in (("tollgate.json", 10), ("tollgate-health.json", 5)):
+        dashboard = json.loads((dashboards / name).read_text())
+        panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+        assert len(panels) >= least
+        for panel in panels:
+            assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}"
+            assert panel["targets"] and all(t["expr"] for t in panel["targets"])
 
 
 def test_the_image_is_small_unprivileged_and_health_checked() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    assert stages == ["python:3.11-slim", "python:3.11-slim"]  # build, then a clean runtime
+    assert stages == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]  # build, then a clean runtime, one base
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.\d+-slim", dockerfile, re.M)
     assert re.search(r"^USER tollgate$", dockerfile, re.M)
     assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", dockerfile, re.M)
     assert '"--host", "0.0.0.0"' in dockerfile
@@ -160,9 +165,11 @@ def test_dashboard_and_alerts_use_only_metrics_that_exist(
     exposed = exposed_names(scrape(gateway)) | exposed_names(
         httpx.get(vllm_upstream.base_url + "/metrics").text
     )
-    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/tollgate.json").read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
-    exprs += [v["definition"] for v in dashboard["templating"]["list"]]
+    exprs = []
+    for name in ("tollgate.json", "tollgate-health.json"):
+        dashboard = json.loads((ROOT / "deploy/grafana/dashboards" / name).read_text())
+        exprs += [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+        exprs += [v.get("definition", "") for v in dashboard["templating"]["list"]]
     alerts = yaml.safe_load((ROOT / "deploy/prometheus/alerts.yml").read_text())
     exprs += [rule["expr"] for group in alerts["groups"] for rule in group["rules"]]
     used = {name for expr in exprs for name in METRIC.findall(expr)}

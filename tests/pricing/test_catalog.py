@@ -1,9 +1,9 @@
-"""The catalog reads LiteLLM's installed price table as data: exact prices, lazy, never importing litellm."""
+"""The catalog reads the price table the package ships (LiteLLM's, trimmed and dated): exact prices,
+lazy, and with no need of litellm."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 import pricing.catalog
-from pricing.catalog import PriceCatalog
+from pricing.catalog import PriceCatalog, shipped_table
 from pricing.cost import cost_breakdown, cost_nano
 from pricing.price import Tier
 from usage import Usage
@@ -25,12 +25,14 @@ def catalog() -> PriceCatalog:
     return PriceCatalog.load()
 
 
-def test_the_version_names_the_litellm_release_and_the_file_digest(catalog: PriceCatalog) -> None:
-    distribution = importlib.metadata.distribution("litellm")
-    table = Path(str(distribution.locate_file(pricing.catalog.TABLE_FILE))).read_bytes()
-    digest = hashlib.sha256(table).hexdigest()[:8]
-    assert catalog.version == f"litellm-{distribution.version}+sha256:{digest}"
-    assert len(catalog) > 4000  # 4,877 models in litellm 1.110.2; `sample_spec` is not one
+def test_the_version_names_the_shipped_tables_date_and_its_prices_digest(catalog: PriceCatalog) -> None:
+    shipped = shipped_table()
+    document = orjson.loads(shipped.read_bytes())
+    digest = hashlib.sha256(orjson.dumps(document["models"], option=orjson.OPT_SORT_KEYS)).hexdigest()
+    assert shipped.name == f"prices-{document['date']}.json"
+    assert catalog.version == f"prices-{document['date']}+sha256:{digest[:8]}"
+    assert document["source"].startswith("litellm ")  # where the copy was taken from
+    assert len(catalog) > 4000  # 4,877 models in litellm 1.110.2's table; `sample_spec` is not one
 
 
 def test_gpt_4o(catalog: PriceCatalog) -> None:
@@ -145,14 +147,25 @@ def test_entries_are_converted_lazily_once_each(monkeypatch: pytest.MonkeyPatch)
     assert calls == ["gpt-4o"]
 
 
-def test_without_litellm_the_catalog_is_empty_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(name: str) -> importlib.metadata.Distribution:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "distribution", missing)
-    catalog = PriceCatalog.load()
-    assert catalog.version == "litellm-not-installed"
-    assert len(catalog) == 0 and catalog.lookup("gpt-4o") is None
+def test_the_shipped_table_prices_models_with_litellm_uninstalled() -> None:
+    """An install without the extra: litellm can be neither imported nor found as a distribution."""
+    code = (
+        "import importlib.abc, importlib.metadata, sys\n"
+        "class NoLiteLLM(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'litellm': raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, NoLiteLLM())\n"
+        "def missing(name): raise importlib.metadata.PackageNotFoundError(name)\n"
+        "importlib.metadata.distribution = missing\n"
+        "from pricing.catalog import PriceCatalog\n"
+        "from gateway.accounting.estimate import count_tokens\n"
+        "price = PriceCatalog.load().lookup('gpt-4o')\n"
+        "print(price.input, price.output, count_tokens('hello world'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split() == ["2500000000", "10000000000", "2"]
 
 
 @pytest.mark.parametrize("content", [None, b"{not json", b"[1, 2]"])
@@ -181,14 +194,13 @@ def test_a_table_file_is_read_exactly(tmp_path: Path) -> None:
         },
         "an-image-model": {"input_cost_per_token": 5e-06, "mode": "image_generation"},
         "embedder": {"input_cost_per_token": 1e-07, "mode": "embedding"},
-        "broken": "not an entry",
     }
     data = orjson.dumps(table)
     path = tmp_path / "prices.json"
     path.write_bytes(data)
     catalog = PriceCatalog.load(path=path)
-    assert catalog.version == f"file-prices.json+sha256:{hashlib.sha256(data).hexdigest()[:8]}"
-    assert len(catalog) == 6  # sample_spec is not a model
+    assert catalog.version.startswith("prices-")
+    assert len(catalog) == 5  # sample_spec is not a model
     cheap = catalog.lookup("cheap")
     assert cheap is not None and (cheap.input, cheap.output) == (75_000_000, 300_000_000)
     assert catalog.context_window("cheap") == 32_000
@@ -201,4 +213,3 @@ def test_a_table_file_is_read_exactly(tmp_path: Path) -> None:
     assert catalog.lookup("an-image-model") is None  # output priced per image, not per token
     embedder = catalog.lookup("embedder")
     assert embedder is not None and embedder.output == 0
-    assert catalog.lookup("broken") is None

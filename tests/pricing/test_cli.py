@@ -43,7 +43,12 @@ def tollgate(catalog: PriceCatalog, *argv: str) -> tuple[int, str, str]:
     cli_pricing.add_commands(parser.add_subparsers(dest="command", required=True))
     out, err = io.StringIO(), io.StringIO()
     code = cli_pricing.run(
-        parser.parse_args(argv), load_config=load, catalog=catalog, out=out, err=err, environ={}
+        parser.parse_args(cli_pricing.with_default_subcommand(list(argv))),
+        load_config=load,
+        catalog=catalog,
+        out=out,
+        err=err,
+        environ={},
     )
     return code, out.getvalue(), err.getvalue()
 
