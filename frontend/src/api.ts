@@ -64,6 +64,7 @@ export interface Me {
   tags: string[];
   baseline_model: string | null;
   providers?: string[];
+  groupings?: { table: string[]; latency: string[]; errors: string[] };
 }
 
 /** Baseline and savings are null (or absent) when no baseline model is configured: never a loss. */

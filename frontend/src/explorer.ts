@@ -24,6 +24,8 @@ const FIELDS: Record<string, string> = {
   "x-min-cost": "min_cost_usd",
 };
 
+// Filters a link set that have no field of their own (a new dimension, e.g. `route`): shown as chips.
+let extra: Record<string, string> = {};
 let loaded: ListedRequest[] = [];
 let next: string | null = null;
 let generation = 0;
@@ -62,7 +64,7 @@ const grid = keepGrid(
 );
 
 export function explorerParams(): Params {
-  const params: Params = {};
+  const params: Params = { ...extra };
   for (const [id, name] of Object.entries(FIELDS)) {
     const value = $<HTMLInputElement | HTMLSelectElement>(id).value.trim();
     if (value) params[name] = value;
@@ -72,6 +74,9 @@ export function explorerParams(): Params {
 
 /** Sets every field: the given filters, the rest cleared (a team key's team stays its own). */
 export function setExplorer(filters: Record<string, string>): void {
+  const fielded = new Set(Object.values(FIELDS));
+  extra = Object.fromEntries(Object.entries(filters).filter(([name, value]) => value && !fielded.has(name)));
+  chips();
   for (const [id, name] of Object.entries(FIELDS)) {
     const field = $<HTMLInputElement | HTMLSelectElement>(id);
     if (field.disabled) continue;
@@ -80,6 +85,25 @@ export function setExplorer(filters: Record<string, string>): void {
       field.add(new Option(value, value));
     }
     field.value = value;
+  }
+}
+
+function chips(): void {
+  const holder = $("x-extra");
+  holder.replaceChildren();
+  holder.hidden = Object.keys(extra).length === 0;
+  for (const [name, value] of Object.entries(extra)) {
+    const chip = document.createElement("button");
+    chip.type = "button";
+    chip.className = "chip";
+    chip.title = "Remove this filter";
+    chip.textContent = `${name} = ${value} ✕`;
+    chip.addEventListener("click", () => {
+      delete extra[name];
+      chips();
+      void loadRequests().catch(() => undefined);
+    });
+    holder.append(chip);
   }
 }
 

@@ -345,6 +345,7 @@ async function enter(): Promise<boolean> {
   knowNames("team", me.teams);
   knowNames("model", me.models);
   knowNames("provider", me.providers ?? []);
+  groupButtons("#table-by", me.groupings?.table);
   const team = $<HTMLSelectElement>("f-team");
   options(team, me.teams, me.kind === "team_key" ? null : "All teams");
   team.disabled = me.kind === "team_key";
@@ -384,6 +385,25 @@ function forgetFilters(): void {
   pressed("#table-by", "by", tableBy);
   pressed("#errors-by", "by", errorsBy);
   applyConstraints();
+}
+
+/** The Tables view's "group by" choices are the server's (`/api/me`): a new dimension there
+ * (a `route` column) is a new button here with no change to the page. */
+function groupButtons(group: string, choices: string[] | undefined): void {
+  const holder = document.querySelector<HTMLElement>(group);
+  if (!holder || !choices?.length) return;
+  const current = [...holder.querySelectorAll<HTMLButtonElement>("button")].map((b) => b.dataset.by);
+  if (current.join() === choices.join()) return;
+  holder.replaceChildren(
+    ...choices.map((by) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.dataset.by = by;
+      button.textContent = by === "error_type" ? "Error type" : by[0].toUpperCase() + by.slice(1);
+      button.setAttribute("aria-pressed", String(by === tableBy));
+      return button;
+    }),
+  );
 }
 
 function pressed(group: string, attribute: string, value: string): void {
@@ -449,13 +469,14 @@ function wire(): void {
     ["#table-by", (value: string) => (tableBy = value)],
     ["#errors-by", (value: string) => (errorsBy = value)],
   ] as const) {
-    for (const button of document.querySelectorAll<HTMLButtonElement>(`${group} button`)) {
-      button.addEventListener("click", () => {
-        set(button.dataset.by ?? "");
-        pressed(group, "by", button.dataset.by ?? "");
-        void refresh();
-      });
-    }
+    // Delegated: the table's buttons are rebuilt from /api/me on every sign-in.
+    document.querySelector(group)?.addEventListener("click", (event) => {
+      const button = (event.target as HTMLElement).closest<HTMLButtonElement>("button[data-by]");
+      if (!button) return;
+      set(button.dataset.by ?? "");
+      pressed(group, "by", button.dataset.by ?? "");
+      void refresh();
+    });
   }
   for (const button of document.querySelectorAll<HTMLButtonElement>("button.csv")) {
     button.addEventListener("click", () => gridById(button.dataset.csv ?? "")?.download());

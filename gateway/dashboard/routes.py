@@ -87,6 +87,12 @@ async def me(request: Request, principal: Caller) -> Response:
         "tags": await tags_seen(runtime.engine, since=today - _NAMES_SINCE, team=team),
         "baseline_model": runtime.config.pricing.baseline_model,
         "providers": sorted(runtime.config.providers),
+        # What the views may group by: the page draws its choices from these.
+        "groupings": {
+            "table": list(breakdown.TABLE_BY),
+            "latency": list(breakdown.LATENCY_BY),
+            "errors": list(breakdown.ERRORS_BY),
+        },
     }
     return _json(body)
 

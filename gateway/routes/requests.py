@@ -62,18 +62,23 @@ async def list_requests(
     now = datetime.now(UTC)
     start = parse_time(since, default=now - timedelta(days=30), now=now)
     end = parse_time(until, default=now, now=now)
-    given = {
+    declared = {
         "key": key,
         "provider": provider,
         "tier": tier,
         "error_type": error_type,
         "cache_status": cache_status,
     }
+    # Any other EQUALS filter (a new ledger column) works from the query string as it is added there.
+    given = {name: declared.get(name) or request.query_params.get(name) for name in EQUALS}
+    for name, value in given.items():
+        if value and "\x00" in value:  # what FILTER_PATTERN refuses for the declared ones
+            raise InvalidRequest(f"'{name}' cannot hold a NUL character", param=name)
     query = RequestFilter(
         where=Slice(
             since=start, until=end, team=_team(principal, team), model=model or None, tag=tag or None
         ),
-        equals=tuple((name, value) for name, value in given.items() if value and name in EQUALS),
+        equals=tuple((name, value) for name, value in given.items() if value),
         status=parse_status(status),
         min_cost_nano=_nano(min_cost_usd),
         before=before,

@@ -147,3 +147,12 @@ def test_dashboard_groupings_refuse_what_they_do_not_know(traffic: dict[str, Any
         assert "choose from" in response.json()["error"]["message"]
     tagged = get(traffic, "/dashboard/api/table", by="model", tag="nightly").json()
     assert tagged["rows"] is None and "tag" in tagged["reason"]
+
+
+def test_every_equality_filter_reads_the_query_string(traffic: dict[str, Any]) -> None:
+    local = {r["id"] for r in traffic["rows"] if r["tier"] == "local"}
+    assert local
+    body = get(traffic, "/v1/spend/requests", tier="local", limit=500).json()
+    assert {r["id"] for r in body["data"]} == local
+    refused = get(traffic, "/v1/spend/requests", cache_status="hit\x00")
+    assert refused.status_code in (400, 422) and "error" in refused.json()
