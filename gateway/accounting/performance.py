@@ -33,8 +33,6 @@ DIMENSIONS: dict[str, ColumnElement[Any]] = {
     "status": requests.c.status,
     "error_type": requests.c.error_type,
 }
-LATENCY_BY = ("model", "provider", "team", "key", "tier")
-ERRORS_BY = ("status", "error_type", "provider", "model", "team")
 
 
 @dataclass(frozen=True, slots=True)
