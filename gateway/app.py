@@ -27,6 +27,7 @@ from gateway.observability.redaction import install_access_log_filter
 from gateway.policy import auth_mode
 from gateway.policy.key_store import KeyStoreUnavailable
 from gateway.routes import admin, chat, docs, embeddings, meta, spend
+from gateway.routes import requests as spend_requests  # issue 25: the request explorer
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -100,6 +101,7 @@ def create_app(
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
     app.include_router(meta.router)
     app.include_router(spend.router)
+    app.include_router(spend_requests.router)  # issue 25: the request explorer
     app.include_router(admin.router)
     app.include_router(dashboard.router)
     app.include_router(docs.router)

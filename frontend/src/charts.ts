@@ -17,8 +17,9 @@ import {
   Tooltip,
 } from "chart.js";
 
-import type { Budgets, Fleet, Latency, SpendOverTime } from "./api";
-import { bucketLabel, formatMs, formatPercent, formatUsd, formatUsdAxis, nanoToUsd } from "./format";
+import type { Budgets, ErrorsReport, Fleet, Latency, SpendOverTime } from "./api";
+import { colourFor } from "./colours";
+import { bucketLabel, formatCount, formatMs, formatPercent, formatUsd, formatUsdAxis, nanoToUsd } from "./format";
 
 Chart.register(
   BarController,
@@ -42,8 +43,6 @@ Chart.defaults.plugins.legend.labels.boxWidth = 10;
 Chart.defaults.plugins.legend.labels.boxHeight = 10;
 Chart.defaults.datasets.bar.maxBarThickness = 28;
 
-// Grafana's classic palette: distinct on a dark background.
-const PALETTE = ["#7eb26d", "#eab839", "#6ed0e0", "#ef843c", "#e24d42", "#1f78c1", "#ba43a9", "#705da0", "#508642"];
 const BLUE = "#5794f2";
 const GREEN = "#73bf69";
 const TEAL = "#6ed0e0";
@@ -52,9 +51,32 @@ const RED = "#f2495c";
 const COMPACT = new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 });
 
 const charts: Record<string, Chart> = {};
-(window as unknown as { tollgate: { charts: Record<string, Chart> } }).tollgate = { charts };
+const exposed = window as unknown as { tollgate?: Record<string, unknown> };
+exposed.tollgate = { ...exposed.tollgate, charts };
 
 type AnyConfig = ChartConfiguration<"bar" | "line", (number | null)[], string>;
+
+/** Clicks on a chart of categories (one bar group per model, deployment...): the category clicked. */
+function byIndex<T>(onClick: ((item: T) => void) | undefined, items: T[]) {
+  return onClick ? clickable((index) => onClick(items[index]), []) : {};
+}
+
+/** A click on a bar: which bucket (index into the API's labels) and which series (its name). */
+export type BarClick = (index: number, series: string | null) => void;
+
+function clickable(onClick: BarClick | undefined, names: (string | null)[]) {
+  if (!onClick) return {};
+  return {
+    onClick: (_event: unknown, elements: { index: number; datasetIndex: number }[]) => {
+      const hit = elements[0];
+      if (hit) onClick(hit.index, names[hit.datasetIndex] ?? null);
+    },
+    onHover: (event: { native: Event | null }, elements: unknown[]) => {
+      const target = event.native?.target as HTMLElement | undefined;
+      if (target) target.style.cursor = elements.length ? "pointer" : "default";
+    },
+  };
+}
 
 function draw(id: string, config: AnyConfig): void {
   charts[id]?.destroy();
@@ -99,11 +121,11 @@ const moneyTooltip = {
   },
 };
 
-export function drawSpend(data: SpendOverTime): void {
-  const datasets: ChartDataset<"bar", number[]>[] = data.series.map((series, i) => ({
+export function drawSpend(data: SpendOverTime, onClick?: BarClick): void {
+  const datasets: ChartDataset<"bar", number[]>[] = data.series.map((series) => ({
     label: series.name,
     data: series.cost_nano.map(nanoToUsd),
-    backgroundColor: PALETTE[i % PALETTE.length],
+    backgroundColor: colourFor(data.stack, series.name),
     borderWidth: 0,
     stack: "cost",
   }));
@@ -111,7 +133,8 @@ export function drawSpend(data: SpendOverTime): void {
     type: "bar",
     data: { labels: data.labels.map((l) => bucketLabel(l, data.bucket)), datasets },
     options: {
-      interaction: { mode: "index", intersect: false },
+      interaction: { mode: "nearest", intersect: true },
+      ...clickable(onClick, data.series.map((series) => (series.name === "other" ? null : series.name))),
       scales: {
         x: { stacked: true, grid: { display: false } },
         y: { stacked: true, beginAtZero: true, ticks: { callback: (v) => formatUsdAxis(Number(v)) } },
@@ -126,36 +149,50 @@ export function drawSpend(data: SpendOverTime): void {
   } as AnyConfig);
 }
 
-export function drawSavings(data: SpendOverTime, cachingTracked: boolean): void {
+/** Cost, savings by cause and the baseline per bucket. A bucket without requests has no baseline
+ * (null, so the line breaks there instead of dropping to zero and climbing back diagonally); with
+ * no baseline model configured there is no baseline and no routing saving to draw at all. */
+export function drawSavings(
+  data: SpendOverTime,
+  cachingTracked: boolean,
+  baselineConfigured: boolean,
+  onClick?: BarClick,
+): void {
   const labels = data.labels.map((l) => bucketLabel(l, data.bucket));
-  const bar = (label: string, values: number[], color: string): ChartDataset<"bar", number[]> => ({
+  const usd = (values: (number | null)[]) => values.map((v) => (v === null ? null : nanoToUsd(v)));
+  const bar = (label: string, values: (number | null)[], color: string): ChartDataset<"bar", (number | null)[]> => ({
     type: "bar",
     label,
-    data: values.map(nanoToUsd),
+    data: usd(values),
     backgroundColor: color,
     borderWidth: 0,
     stack: "split",
   });
-  const datasets = [
-    bar("Actual cost", data.cost_nano, BLUE),
-    bar(cachingTracked ? "Saved by routing" : "Saved (routing + caching)", data.routing_saving_nano, GREEN),
-    bar("Saved by caching", cachingTracked ? data.cache_saving_nano : data.cache_saving_nano.map(() => 0), TEAL),
-    {
+  const empty = (i: number) => !data.requests || data.requests[i] === 0;
+  const datasets: unknown[] = [bar("Actual cost", data.cost_nano, BLUE)];
+  if (baselineConfigured) {
+    datasets.push(bar(cachingTracked ? "Saved by routing" : "Saved (routing + caching)", data.routing_saving_nano, GREEN));
+  }
+  datasets.push(bar("Saved by caching", cachingTracked ? data.cache_saving_nano : data.cache_saving_nano.map(() => 0), TEAL));
+  if (baselineConfigured) {
+    datasets.push({
       type: "line" as const,
       label: "Baseline",
-      data: data.baseline_cost_nano.map(nanoToUsd),
+      data: data.baseline_cost_nano.map((v, i) => (v === null || empty(i) ? null : nanoToUsd(v))),
       borderColor: "#d8d9da",
       borderDash: [5, 4],
       borderWidth: 1.5,
-      pointRadius: (context: { raw: unknown }) => (context.raw ? 2 : 0),
+      spanGaps: false,
+      pointRadius: 2,
       stack: "baseline",
-    },
-  ];
+    });
+  }
   draw("chart-savings", {
     type: "bar",
     data: { labels, datasets },
     options: {
       interaction: { mode: "index", intersect: false },
+      ...clickable(onClick, []),
       scales: {
         x: { stacked: true, grid: { display: false } },
         y: { stacked: true, ticks: { callback: (v: string | number) => formatUsdAxis(Number(v)) } },
@@ -183,47 +220,84 @@ function horizontal(unit: (v: number) => string) {
   };
 }
 
-export function drawLatency(models: Latency[]): void {
-  const measured = models.filter((m) => m.samples > 0);
-  const labels = measured.map((m) => m.model ?? "(none)");
-  draw("chart-ttft", {
+/** End-to-end p50/p95 (every successful request) beside TTFT p50/p95 (streams only) per group. */
+export function drawLatency(
+  groups: Latency[],
+  { canvas = "chart-ttft", speed = "chart-speed" as string | null, onClick }: { canvas?: string; speed?: string | null; onClick?: (name: string | null) => void } = {},
+): void {
+  const measured = groups.filter((g) => g.requests > 0);
+  const labels = measured.map((g) => g.name ?? "(none)");
+  const set = (label: string, values: (number | null)[], color: string) => ({
+    label,
+    data: values,
+    backgroundColor: color,
+    borderWidth: 0,
+  });
+  draw(canvas, {
     type: "bar",
     data: {
       labels,
       datasets: [
-        { label: "p50", data: measured.map((m) => m.ttft_p50_ms), backgroundColor: BLUE, borderWidth: 0 },
-        { label: "p95", data: measured.map((m) => m.ttft_p95_ms), backgroundColor: "#ff9830", borderWidth: 0 },
+        set("end to end p50", measured.map((g) => g.latency_p50_ms), BLUE),
+        set("end to end p95", measured.map((g) => g.latency_p95_ms), "#b877d9"),
+        set("TTFT p50", measured.map((g) => g.ttft_p50_ms), TEAL),
+        set("TTFT p95", measured.map((g) => g.ttft_p95_ms), "#ff9830"),
       ],
     },
-    options: horizontal((v) => formatMs(v)),
+    options: { ...horizontal((v) => formatMs(v)), ...byIndex(onClick, measured.map((g) => g.name)) },
   } as AnyConfig);
-  const fast = models.filter((m) => m.tokens_per_second_p50 !== null);
-  draw("chart-speed", {
+  if (speed === null) return;
+  const fast = groups.filter((g) => g.tokens_per_second_p50 !== null);
+  draw(speed, {
     type: "bar",
     data: {
-      labels: fast.map((m) => m.model ?? "(none)"),
+      labels: fast.map((g) => g.name ?? "(none)"),
       datasets: [
         {
           label: "output tokens/s (median)",
-          data: fast.map((m) => m.tokens_per_second_p50),
+          data: fast.map((g) => g.tokens_per_second_p50),
           backgroundColor: GREEN,
           borderWidth: 0,
         },
       ],
     },
-    options: horizontal((v) => `${COMPACT.format(v)} tok/s`),
+    options: { ...horizontal((v) => `${COMPACT.format(v)} tok/s`), ...byIndex(onClick, fast.map((g) => g.name)) },
+  } as AnyConfig);
+}
+
+export function drawErrors(data: ErrorsReport, onClick?: BarClick): void {
+  const dimension = data.by === "error_type" ? "status" : data.by;
+  const datasets: ChartDataset<"bar", number[]>[] = data.series.map((series) => ({
+    label: series.name,
+    data: series.errors,
+    backgroundColor: colourFor(dimension, series.name),
+    borderWidth: 0,
+    stack: "errors",
+  }));
+  draw("chart-errors", {
+    type: "bar",
+    data: { labels: data.labels.map((l) => bucketLabel(l, data.bucket)), datasets },
+    options: {
+      interaction: { mode: "nearest", intersect: true },
+      ...clickable(onClick, data.series.map((series) => (series.name === "other" ? null : series.name))),
+      scales: {
+        x: { stacked: true, grid: { display: false } },
+        y: { stacked: true, beginAtZero: true, ticks: { precision: 0, callback: (v) => formatCount(Number(v)) } },
+      },
+      plugins: { tooltip: { filter: (item) => (item.parsed.y ?? 0) !== 0 } },
+    },
   } as AnyConfig);
 }
 
 /** Budget remaining, % of each team's monthly budget, day by day; dashed: the linear projection. */
-export function drawBudgets(data: Budgets): void {
+export function drawBudgets(data: Budgets, onClick?: (team: string, day: number) => void): void {
   const budgeted = data.teams.filter((t) => t.budget_nano !== null && t.budget_nano > 0);
   const days = Array.from({ length: data.days }, (_, i) => String(i + 1));
   const datasets: ChartDataset<"line", (number | null)[]>[] = [];
-  budgeted.forEach((team, i) => {
+  budgeted.forEach((team) => {
     const budget = team.budget_nano as number;
     const remaining = (spent: number) => 100 - (spent / budget) * 100;
-    const color = PALETTE[i % PALETTE.length];
+    const color = colourFor("team", team.team);
     const actual = days.map((_, d) => (d < data.today ? remaining(team.cumulative_nano[d] ?? 0) : null));
     const projection = days.map((_, d) => {
       if (d + 1 < data.today) return null;
@@ -255,6 +329,10 @@ export function drawBudgets(data: Budgets): void {
     data: { labels: days, datasets },
     options: {
       interaction: { mode: "index", intersect: false },
+      ...clickable(
+        onClick ? (index, name) => name && onClick(name, index + 1) : undefined,
+        datasets.map((d) => (d.label && d.label !== "Budget exhausted" ? d.label.replace(/ \(projected\)$/, "") : null)),
+      ),
       scales: {
         x: { title: { display: true, text: `day of ${data.month}` }, grid: { display: false } },
         y: { suggestedMin: 0, suggestedMax: 100, ticks: { callback: (v) => `${v}%` } },
@@ -271,7 +349,7 @@ export function drawBudgets(data: Budgets): void {
 }
 
 /** Blended $/MTok (at the API's input:output mix) per deployment, self-hosted ones first. */
-export function drawFleet(data: Fleet): void {
+export function drawFleet(data: Fleet, onClick?: (deployment: Fleet["deployments"][number]) => void): void {
   const priced = data.deployments.filter((d) => d.blended_nano_per_mtok !== null);
   const labels = priced.map((d) => `${d.model} · ${d.provider}`);
   const value = (d: (typeof priced)[number]) => nanoToUsd(d.blended_nano_per_mtok as number);
@@ -294,6 +372,6 @@ export function drawFleet(data: Fleet): void {
         },
       ],
     },
-    options: { ...horizontal((v) => formatUsdAxis(v)), skipNull: true },
+    options: { ...horizontal((v) => formatUsdAxis(v)), skipNull: true, ...byIndex(onClick, priced) },
   } as AnyConfig);
 }

@@ -6,13 +6,30 @@ import { formatCount, formatPercent, formatUsd } from "./format";
 
 type Cell = string | { text: string; className?: string; title?: string; badge?: string };
 
-function fill(id: string, rows: Cell[][], emptyText: string): void {
+/** `links[i]`: the explorer filters row i stands for (a click or Enter opens them), or none. */
+function fill(
+  id: string,
+  rows: Cell[][],
+  emptyText: string,
+  links: (Record<string, string> | null)[] = [],
+  drill?: (filters: Record<string, string>) => void,
+): void {
   const body = document.querySelector<HTMLTableSectionElement>(`#${id} tbody`) as HTMLTableSectionElement;
   const columns = document.querySelectorAll(`#${id} thead th`).length;
   body.replaceChildren();
   if (!rows.length) rows = [[{ text: emptyText, className: "dim" }]];
-  for (const row of rows) {
+  rows.forEach((row, at) => {
     const tr = body.insertRow();
+    const link = links[at];
+    if (link && drill) {
+      tr.className = "link";
+      tr.tabIndex = 0;
+      tr.title = "Show the requests behind this row";
+      tr.addEventListener("click", () => drill(link));
+      tr.addEventListener("keydown", (event) => {
+        if (event.key === "Enter") drill(link);
+      });
+    }
     row.forEach((cell, i) => {
       const td = tr.insertCell();
       const spec = typeof cell === "string" ? { text: cell } : cell;
@@ -30,11 +47,11 @@ function fill(id: string, rows: Cell[][], emptyText: string): void {
         td.classList.add("num");
       }
     });
-  }
+  });
   body.parentElement?.setAttribute("data-rows", String(rows.length));
 }
 
-export function fillTop(top: Top): void {
+export function fillTop(top: Top, drill?: (filters: Record<string, string>) => void): void {
   if (top.keys === null) {
     fill("table-keys", [[{ text: "Keys are not kept per tag: clear the tag filter.", className: "dim" }]], "");
   } else {
@@ -49,6 +66,8 @@ export function fillTop(top: Top): void {
         formatUsd(row.cost_nano),
       ]),
       "No keys spent anything in this range.",
+      top.keys.map((row) => (row.key ? { key: row.key } : null)),
+      drill,
     );
   }
   if (top.tags === null) {
@@ -58,6 +77,8 @@ export function fillTop(top: Top): void {
       "table-tags",
       top.tags.map((row) => [row.tag ?? "", formatCount(row.requests), formatCount(row.errors), formatUsd(row.cost_nano)]),
       "No tagged requests in this range.",
+      top.tags.map((row) => (row.tag ? { tag: row.tag, model: "" } : null)),
+      drill,
     );
   }
 }

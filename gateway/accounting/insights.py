@@ -1,5 +1,6 @@
-"""Read-only ledger queries the dashboard needs beyond the spend API: request-level rates, latency
-percentiles and throughput per model from the raw rows, and the names behind keys, teams and tags.
+"""Read-only ledger queries the dashboard needs beyond the spend API: request-level rates from the
+raw rows, the percentile the latency figures use (`gateway.accounting.performance`), and the names
+behind keys, teams and tags.
 
 Money never comes from here: every spend figure on the dashboard is the spend API's own query
 (`gateway.accounting.spend.query_spend`). These queries read the raw `requests` rows, so they are
@@ -9,14 +10,13 @@ bounded: rates are one aggregate over the range, percentiles a sample of the new
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, and_, case, func, or_, select
+from sqlalchemy import Select, and_, case, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
@@ -49,17 +49,6 @@ class Rates:
 
 
 @dataclass(frozen=True, slots=True)
-class Latency:
-    """TTFT percentiles and median output speed of successful, upstream-answered requests."""
-
-    model: str | None  # None: every model together
-    samples: int
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
-    tokens_per_second_p50: float | None
-
-
-@dataclass(frozen=True, slots=True)
 class KeyLabel:
     prefix: str
     name: str
@@ -75,64 +64,10 @@ async def request_rates(engine: AsyncEngine, where: Slice) -> Rates:
         _count_if(t.cache_status.in_(("hit", "miss"))).label("cacheable"),
         func.coalesce(func.sum(t.prompt_tokens), 0).label("prompt_tokens"),
         func.coalesce(func.sum(t.cached_tokens), 0).label("cached_tokens"),
-    ).where(*_filters(where))
+    ).where(*filters_of(where))
     async with engine.connect() as conn:
         row = (await conn.execute(statement)).one()._mapping
     return Rates(**{name: int(row[name] or 0) for name in Rates.__dataclass_fields__})
-
-
-async def latency_by_model(
-    engine: AsyncEngine, where: Slice, *, sample: int = LATENCY_SAMPLE
-) -> tuple[Latency, list[Latency]]:
-    """All models together, then each model; percentiles are `percentile_cont` (linear), computed
-    by PostgreSQL itself and here in Python on SQLite, over the newest `sample` rows."""
-    t = requests.c
-    rows = (
-        select(t.model, t.ttft_ms, t.output_tokens_per_second)
-        .where(*_filters(where), t.status < 400, t.model.is_not(None))
-        .where(or_(t.cache_status.is_(None), t.cache_status != "hit"))
-        .order_by(t.created_at.desc())
-        .limit(sample)
-        .subquery()
-    )
-    if engine.dialect.name == "postgresql":
-        return await _latency_in_sql(engine, rows)
-    async with engine.connect() as conn:
-        fetched = (
-            await conn.execute(select(rows.c.model, rows.c.ttft_ms, rows.c.output_tokens_per_second))
-        ).all()
-    by_model: dict[str | None, list[tuple[float | None, float | None]]] = defaultdict(list)
-    for model, ttft, speed in fetched:
-        by_model[model].append((ttft, speed))
-        by_model[None].append((ttft, speed))
-    overall = _latency(None, by_model.pop(None, []))
-    return overall, [_latency(model, values) for model, values in sorted(by_model.items())]
-
-
-async def _latency_in_sql(engine: AsyncEngine, rows: Any) -> tuple[Latency, list[Latency]]:
-    measures = (
-        func.count(rows.c.ttft_ms).label("samples"),
-        func.percentile_cont(0.5).within_group(rows.c.ttft_ms).label("ttft_p50_ms"),
-        func.percentile_cont(0.95).within_group(rows.c.ttft_ms).label("ttft_p95_ms"),
-        func.percentile_cont(0.5).within_group(rows.c.output_tokens_per_second).label("tps"),
-    )
-    async with engine.connect() as conn:
-        overall = (await conn.execute(select(*measures))).one()
-        per_model = (
-            await conn.execute(select(rows.c.model, *measures).group_by(rows.c.model).order_by(rows.c.model))
-        ).all()
-
-    def latency(model: str | None, row: Any) -> Latency:
-        values = row._mapping
-        return Latency(
-            model=model,
-            samples=int(values["samples"]),
-            ttft_p50_ms=_float(values["ttft_p50_ms"]),
-            ttft_p95_ms=_float(values["ttft_p95_ms"]),
-            tokens_per_second_p50=_float(values["tps"]),
-        )
-
-    return latency(None, overall), [latency(row.model, row) for row in per_model]
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -143,18 +78,6 @@ def percentile(values: Sequence[float], fraction: float) -> float | None:
     position = fraction * (len(ordered) - 1)
     low, high = math.floor(position), math.ceil(position)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def _latency(model: str | None, values: list[tuple[float | None, float | None]]) -> Latency:
-    ttfts = [ttft for ttft, _ in values if ttft is not None]
-    speeds = [speed for _, speed in values if speed is not None]
-    return Latency(
-        model=model,
-        samples=len(ttfts),
-        ttft_p50_ms=percentile(ttfts, 0.5),
-        ttft_p95_ms=percentile(ttfts, 0.95),
-        tokens_per_second_p50=percentile(speeds, 0.5),
-    )
 
 
 async def key_labels(engine: AsyncEngine, key_ids: Sequence[str]) -> dict[str, KeyLabel]:
@@ -187,7 +110,8 @@ async def tags_seen(engine: AsyncEngine, *, since: date, team: str | None = None
         return sorted(str(tag) for tag in (await conn.execute(statement)).scalars())
 
 
-def _filters(where: Slice) -> list[ColumnElement[bool]]:
+def filters_of(where: Slice) -> list[ColumnElement[bool]]:
+    """The WHERE clauses that select a slice's raw rows."""
     t = requests.c
     clauses = [t.created_at >= where.since, t.created_at < where.until]
     if where.team is not None:

@@ -187,3 +187,8 @@ async def period_spend(
         statement = statement.where(spend_daily.c.key_id == key_id)
     async with engine.connect() as conn:
         return int((await conn.execute(statement)).scalar_one())
+
+
+def bucket_column(engine: AsyncEngine, bucket: str) -> ColumnElement[Any]:
+    """A raw row's hour or day label, spelled as the spend query spells it (for charts beside it)."""
+    return _hour(engine) if bucket == "hour" else _day(engine)

@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.accounting.insights import key_labels, latency_by_model, request_rates
+from gateway.accounting.insights import key_labels, request_rates
+from gateway.accounting.performance import latency_by
 from gateway.accounting.spend import parse_group_by, query_spend, savings, totals
 from gateway.config.schema import TeamConfig
 from gateway.dashboard.scope import Scope
@@ -50,10 +51,11 @@ async def spend_rows(engine: AsyncEngine, scope: Scope, dims: tuple[str, ...]) -
 
 
 async def summary(engine: AsyncEngine, scope: Scope) -> dict[str, Any]:
-    """The KPI tiles: the spend API's totals, savings split by cause, request rates and latency."""
+    """The KPI tiles: the spend API's totals, savings split by cause, request rates and latency
+    (end to end for every request; TTFT for the streamed ones)."""
     total = totals(await spend_rows(engine, scope, ()))
     rates = await request_rates(engine, scope.raw_slice())
-    overall, per_model = await latency_by_model(engine, scope.raw_slice())
+    overall, per_model = await latency_by(engine, scope.raw_slice(), by="model")
     return {
         "since": scope.since.isoformat(),
         "until": scope.until.isoformat(),
@@ -93,20 +95,23 @@ async def spend_over_time(engine: AsyncEngine, scope: Scope, *, stack: str) -> d
         )
     bucket = "hour" if scope.until - scope.since <= HOURLY_UP_TO and scope.tag is None else "day"
     rows = await spend_rows(engine, scope, (bucket, stack))
-    labels = sorted(set(_buckets(bucket, scope.since, scope.until)) | {str(row[bucket]) for row in rows})
+    labels = sorted(set(bucket_labels(bucket, scope.since, scope.until)) | {str(row[bucket]) for row in rows})
     index = {label: i for i, label in enumerate(labels)}
     by_name: dict[str, list[int]] = defaultdict(lambda: [0] * len(labels))
     money = {name: [0] * len(labels) for name in _MONEY}
+    counts = [0] * len(labels)  # a bucket with no requests has no baseline to draw, not a zero one
     for row in rows:
         at = index[str(row[bucket])]
         by_name[row[stack] or NONE_LABEL][at] += row["cost_nano"]
+        counts[at] += row["requests"]
         for name in _MONEY:
             money[name][at] += row[name]
     return {
         "bucket": bucket,
         "stack": stack,
         "labels": labels,
-        "series": _top_series(by_name),
+        "series": top_series(by_name),
+        "requests": counts,
         "cost_nano": money["cost_nano"],
         "baseline_cost_nano": money["baseline_cost_nano"],
         "cache_saving_nano": money["cache_saving_nano"],
@@ -172,29 +177,31 @@ async def top_spenders(engine: AsyncEngine, scope: Scope, *, limit: int) -> dict
                     "team": label.team if label else None,
                 }
             )
-    tags = None if scope.model is not None else (await spend_rows(engine, scope, ("tag",)))[:limit]
+    tags = None if scope.model is not None else await spend_rows(engine, scope, ("tag",))
     return {
         "keys": keys,
-        "tags": None if tags is None else [present(row) for row in tags],
+        "tags": None if tags is None else [present(row) for row in tags[:limit]],
+        # A request with several tags counts under each: tags may add up past the total.
+        "tags_cost_nano": None if tags is None else sum(row["cost_nano"] for row in tags),
     }
 
 
-def _top_series(by_name: dict[str, list[int]]) -> list[dict[str, Any]]:
-    # A series that spent nothing (failed requests only) would be a legend entry with no bar.
+def top_series(by_name: dict[str, list[int]], measure: str = "cost_nano") -> list[dict[str, Any]]:
+    """The largest series by their sum, the rest summed as "other"; empty series dropped (a series
+    that spent nothing, failed requests only, would be a legend entry with no bar)."""
     ranked = sorted(
         ((name, values) for name, values in by_name.items() if any(values)),
         key=lambda item: (-sum(item[1]), item[0]),
     )
     if len(ranked) <= MAX_SERIES:
-        return [{"name": name, "cost_nano": values} for name, values in ranked]
+        return [{"name": name, measure: values} for name, values in ranked]
     kept, rest = ranked[: MAX_SERIES - 1], ranked[MAX_SERIES - 1 :]
     other = [sum(column) for column in zip(*(values for _, values in rest), strict=True)]
-    return [{"name": name, "cost_nano": values} for name, values in kept] + [
-        {"name": "other", "cost_nano": other}
-    ]
+    return [{"name": name, measure: values} for name, values in kept] + [{"name": "other", measure: other}]
 
 
-def _buckets(bucket: str, since: datetime, until: datetime) -> list[str]:
+def bucket_labels(bucket: str, since: datetime, until: datetime) -> list[str]:
+    """Every hour or day of the range, spelled as the spend query spells them."""
     if bucket == "day":
         first, last = since.date(), until.date()
         return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
 
 from gateway.accounting.insights import tags_seen, teams_seen
-from gateway.dashboard import figures
+from gateway.dashboard import breakdown, figures
 from gateway.dashboard.fleet import fleet
 from gateway.dashboard.scope import Scope, dashboard_scope, principal_of
 from gateway.errors import InvalidRequest
@@ -86,6 +86,13 @@ async def me(request: Request, principal: Caller) -> Response:
         "models": [name for name, model in runtime.registry.public_names() if name == model.name],
         "tags": await tags_seen(runtime.engine, since=today - _NAMES_SINCE, team=team),
         "baseline_model": runtime.config.pricing.baseline_model,
+        "providers": sorted(runtime.config.providers),
+        # What the views may group by: the page draws its choices from these.
+        "groupings": {
+            "table": list(breakdown.TABLE_BY),
+            "latency": list(breakdown.LATENCY_BY),
+            "errors": list(breakdown.ERRORS_BY),
+        },
     }
     return _json(body)
 
@@ -124,6 +131,35 @@ async def top(request: Request, scope: Filters, limit: int = Query(10, ge=1, le=
 async def fleet_prices(request: Request, scope: Filters) -> Response:
     runtime = _runtime(request)
     return _json(await fleet(runtime.engine, scope, registry=runtime.registry, config=runtime.config))
+
+
+@router.get("/api/table", summary="Spend, requests, tokens, savings and errors by one dimension")
+async def table(
+    request: Request, scope: Filters, by: str = Query("team", description=", ".join(breakdown.TABLE_BY))
+) -> Response:
+    _choice(by, breakdown.TABLE_BY, "by")
+    return _json(await breakdown.table(_runtime(request).engine, scope, by=by))
+
+
+@router.get("/api/latency", summary="End-to-end latency, TTFT and output speed per model or provider")
+async def latency(
+    request: Request, scope: Filters, by: str = Query("model", description=", ".join(breakdown.LATENCY_BY))
+) -> Response:
+    _choice(by, breakdown.LATENCY_BY, "by")
+    return _json(await breakdown.latency(_runtime(request).engine, scope, by=by))
+
+
+@router.get("/api/errors", summary="Errors over time by status, type, provider or model; retries")
+async def errors(
+    request: Request, scope: Filters, by: str = Query("status", description=", ".join(breakdown.ERRORS_BY))
+) -> Response:
+    _choice(by, breakdown.ERRORS_BY, "by")
+    return _json(await breakdown.errors(_runtime(request).engine, scope, by=by))
+
+
+def _choice(value: str, choices: tuple[str, ...], param: str) -> None:
+    if value not in choices:
+        raise InvalidRequest(f"cannot group by '{value}'; choose from {', '.join(choices)}", param=param)
 
 
 def _runtime(request: Request) -> Runtime:

@@ -32,6 +32,9 @@ CHROMIUM_ARGS = [
 ]
 ADMIN = "dashboard-admin-secret"
 ALPHA, BETA = "team-alpha", "team-beta"
+# A team that never streams (so has no TTFT at all) and keeps its request and response bodies.
+GAMMA = "team-gamma"
+GAMMA_TAGS = ["nightly", "export"]
 BETA_TAG = "beta-only-tag"
 SHORT = [{"role": "user", "content": "Say hello to the dashboard."}]
 
@@ -91,6 +94,7 @@ def busy_gateway(
         teams={
             ALPHA: {"budget_monthly_usd": Decimal("0.05")},
             BETA: {"budget_monthly_usd": Decimal("0.02")},
+            GAMMA: {"store_bodies": True},
         },
         pricing={"baseline_model": "premium"},
         models={
@@ -112,6 +116,7 @@ def busy_gateway(
     with server:
         alpha, _ = server.call(server.runtime.keys.create(ALPHA, "alpha-service"))
         beta, _ = server.call(server.runtime.keys.create(BETA, "beta-service"))
+        gamma, _ = server.call(server.runtime.keys.create(GAMMA, "gamma-batch"))
         url = server.base_url
         statuses = [
             *(chat(url, alpha, "gpt-4o-mini", tags=["search"]).status_code for _ in range(5)),
@@ -124,10 +129,21 @@ def busy_gateway(
             *(chat(url, beta, "gpt-4o-mini", tags=[BETA_TAG]).status_code for _ in range(4)),
             *(chat(url, beta, "llama").status_code for _ in range(2)),
             chat(url, beta, "ghost").status_code,
+            # Every gamma request has both tags: its tags add up to twice what it spent.
+            *(
+                chat(url, gamma, model, stream=False, tags=GAMMA_TAGS).status_code
+                for model in ("gpt-4o-mini", "llama", "gpt-4o-mini")
+            ),
         ]
         assert statuses.count(200) == len(statuses) - 2, statuses
         server.call(server.runtime.ledger.flush())
-        yield {"server": server, "alpha": alpha, "beta": beta, "since": datetime.now(UTC).date().isoformat()}
+        yield {
+            "server": server,
+            "alpha": alpha,
+            "beta": beta,
+            "gamma": gamma,
+            "since": datetime.now(UTC).date().isoformat(),
+        }
 
 
 def spend(server: GatewayServer, key: str, **params: str) -> dict[str, Any]:
@@ -155,3 +171,23 @@ def shown_percent(rate: float) -> str:
 
 def shown_ms(ms: float) -> str:
     return f"{ms:.1f} ms" if ms < 10 else f"{round(ms)} ms"
+
+
+def open_dashboard(browser: Any, base_url: str, key: str, *, range_days: str = "1") -> Any:
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # The first call, before signing in, is refused (401) by design; nothing else may fail.
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type == "error" and "401" not in msg.text else None,
+    )
+    page.goto(base_url + "/dashboard")
+    page.wait_for_selector("body[data-state='signed-out']")
+    page.fill("#key", key)
+    page.click("#sign-in-button")
+    page.wait_for_selector("body[data-state='ready']", timeout=15_000)
+    page.select_option("#f-range", range_days)
+    page.wait_for_selector("body[data-state='ready']", timeout=15_000)
+    page.errors = errors
+    return page

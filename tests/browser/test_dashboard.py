@@ -15,6 +15,7 @@ from tests.browser.conftest import (
     ALPHA,
     BETA,
     BETA_TAG,
+    open_dashboard,
     shown_ms,
     shown_percent,
     shown_usd,
@@ -23,26 +24,6 @@ from tests.browser.conftest import (
 
 CHARTS = ("chart-spend", "chart-savings", "chart-ttft", "chart-speed", "chart-budget", "chart-fleet")
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-
-
-def open_dashboard(browser: Any, base_url: str, key: str, *, range_days: str = "1") -> Any:
-    page = browser.new_page(viewport={"width": 1440, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    # The first call, before signing in, is refused (401) by design; nothing else may fail.
-    page.on(
-        "console",
-        lambda msg: errors.append(msg.text) if msg.type == "error" and "401" not in msg.text else None,
-    )
-    page.goto(base_url + "/dashboard")
-    page.wait_for_selector("body[data-state='signed-out']")
-    page.fill("#key", key)
-    page.click("#sign-in-button")
-    page.wait_for_selector("body[data-state='ready']", timeout=15_000)
-    page.select_option("#f-range", range_days)
-    page.wait_for_selector("body[data-state='ready']", timeout=15_000)
-    page.errors = errors
-    return page
 
 
 def tile(page: Any, name: str) -> tuple[str, str]:

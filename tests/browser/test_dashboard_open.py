@@ -45,3 +45,33 @@ def test_open_mode_needs_no_key(open_gateway: GatewayServer, browser: Any) -> No
         assert int(page.locator("#chart-spend").get_attribute("data-points") or 0) > 0
     finally:
         page.close()
+
+
+def test_without_a_baseline_savings_are_not_configured_never_a_loss(
+    open_gateway: GatewayServer, browser: Any
+) -> None:
+    assert open_gateway.runtime.config.pricing.baseline_model is None
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(open_gateway.base_url + "/dashboard")
+        page.wait_for_selector("body[data-state='ready']", timeout=15_000)
+        for name in ("baseline", "saved-routing"):
+            assert page.locator(f"#kpi-{name} .value").inner_text() == "not configured", name
+        labels = page.evaluate(
+            "() => window.tollgate.charts['chart-savings'].data.datasets.map((d) => d.label)"
+        )
+        assert "Baseline" not in labels and "Saved by routing" not in labels
+        assert "-$" not in page.inner_text("main")
+        page.click("#tabs button[data-view='tables']")
+        page.wait_for_selector("body[data-view='tables'][data-state='ready']")
+        header = page.eval_on_selector_all("#grid-spend thead th", "(ths) => ths.map((t) => t.innerText)")
+        cells = page.eval_on_selector_all(
+            "#grid-spend tbody tr", "(trs) => trs.map((tr) => [...tr.cells].map((c) => c.innerText))"
+        )
+        assert cells
+        for row in cells:
+            shown = dict(zip(header, row, strict=True))
+            assert shown["Baseline (USD)"] == shown["Saved (USD)"] == "not configured"
+        assert "-$" not in page.inner_text("main")
+    finally:
+        page.close()

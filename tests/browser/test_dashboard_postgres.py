@@ -1,5 +1,5 @@
-"""The dashboard's queries on PostgreSQL (percentiles in SQL there): the same totals as the spend
-API, and the same percentiles as the Python path computes from the raw rows."""
+"""The dashboard's queries on PostgreSQL: the same totals as the spend API, and the same
+percentiles as computed here from the raw rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from gateway.accounting.insights import percentile
 from sandbox.server import SandboxServer
-from tests.browser.conftest import ADMIN, ALPHA, BETA, busy_gateway, spend
+from tests.browser.conftest import ADMIN, ALPHA, BETA, GAMMA, busy_gateway, spend
 
 pytestmark = pytest.mark.postgres
 
@@ -55,7 +55,11 @@ def test_postgres_figures_match_the_spend_api(pg_traffic: dict[str, Any]) -> Non
     ttfts = [r["ttft_ms"] for r in rows if r["ttft_ms"] is not None]
     assert latency["overall"]["ttft_p95_ms"] == pytest.approx(percentile(ttfts, 0.95))
     assert latency["overall"]["ttft_p50_ms"] == pytest.approx(percentile(ttfts, 0.5))
-    llama = next(m for m in latency["models"] if m["model"] == "llama")
+    # End to end covers every successful request, streamed or not (TTFT only the streams).
+    totals = [r["latency_ms"] for r in rows]
+    assert latency["overall"]["requests"] == len(totals) > len(ttfts)
+    assert latency["overall"]["latency_p95_ms"] == pytest.approx(percentile(totals, 0.95))
+    llama = next(m for m in latency["models"] if m["name"] == "llama")
     speeds = [
         r["output_tokens_per_second"] for r in rows if r["model"] == "llama" and r["output_tokens_per_second"]
     ]
@@ -66,10 +70,44 @@ def test_postgres_figures_match_the_spend_api(pg_traffic: dict[str, Any]) -> Non
     tagged = api(server, ADMIN, "summary", since=since, tag="search")
     assert tagged["rates"]["requests"] == 5
     budgets = api(server, ADMIN, "budgets", since=since)
-    assert {t["team"] for t in budgets["teams"]} == {ALPHA, BETA}
+    assert {t["team"] for t in budgets["teams"]} == {ALPHA, BETA, GAMMA}
     refused = httpx.get(
         f"{server.base_url}/dashboard/api/budgets",
         params={"team": BETA},
         headers={"authorization": f"Bearer {pg_traffic['alpha']}"},
     )
     assert refused.status_code == 403
+
+
+def test_postgres_explorer_errors_and_tables_match_the_ledger(pg_traffic: dict[str, Any]) -> None:
+    server, since = pg_traffic["server"], pg_traffic["since"]
+    rows = [r for r in server.ledger_rows() if r["created_at"].date().isoformat() >= since]
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    # Pages of 5 follow the (created_at, id) cursor on timestamptz: every row once, newest first.
+    seen: list[str] = []
+    params: dict[str, Any] = {"since": since, "limit": 5}
+    while True:
+        page = httpx.get(f"{server.base_url}/v1/spend/requests", params=params, headers=admin).json()
+        assert page["matched"] == len(rows)
+        seen += [r["id"] for r in page["data"]]
+        if page["next_before"] is None:
+            break
+        params["before"] = page["next_before"]
+    assert seen == [r["id"] for r in sorted(rows, key=lambda r: (r["created_at"], r["id"]), reverse=True)]
+    kept = next(r for r in rows if r["team"] == GAMMA)
+    detail = httpx.get(f"{server.base_url}/v1/spend/requests/{kept['id']}", headers=admin).json()
+    assert detail["cost_nano"] == kept["cost_nano"] and detail["bodies"]["request"]
+    as_alpha = {"authorization": f"Bearer {pg_traffic['alpha']}"}
+    assert httpx.get(f"{server.base_url}/v1/spend/requests/{kept['id']}", headers=as_alpha).status_code == 404
+
+    failed = [r for r in rows if r["status"] >= 400]
+    for by in ("status", "error_type", "provider", "model"):
+        report = api(server, ADMIN, "errors", since=since, by=by)
+        assert sum(sum(s["errors"]) for s in report["series"]) == report["total"] == len(failed)
+        assert all(len(label) == 19 for label in report["labels"])  # hourly, spelled like the spend API
+    kinds = api(server, ADMIN, "errors", since=since)["kinds"]
+    assert sum(k["errors"] for k in kinds) == len(failed)
+    for by in ("team", "model", "provider", "key"):
+        table = api(server, ADMIN, "table", since=since, by=by)["rows"]
+        assert table == spend(server, ADMIN, since=since, group_by=by)["data"] or by == "key"
+        assert sum(row["cost_nano"] for row in table) == sum(r["cost_nano"] for r in rows)

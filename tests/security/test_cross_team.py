@@ -183,6 +183,35 @@ def check_spend_routing(world: World) -> None:
     assert world.http.get("/v1/spend/routing").status_code == 401
 
 
+# --- issue 25: the request explorer (gateway/routes/requests.py) ---
+def check_spend_requests(world: World) -> None:
+    """Alpha lists alpha's rows only, whatever it filters by; naming beta is refused."""
+    assert world.http.get("/v1/spend/requests").status_code == 401
+    assert (
+        world.http.get("/v1/spend/requests", params={"team": "beta"}, headers=world.as_alpha).status_code
+        == 403
+    )
+    for params in ({}, {"tag": BETA_TAG}, {"key": world.beta["id"]}, {"status": "ok"}, {"limit": 500}):
+        for headers in (world.as_alpha, {**world.as_alpha, "x-tollgate-team": "beta"}):
+            shown = world.http.get("/v1/spend/requests", params=params, headers=headers)
+            assert shown.status_code == 200, shown.text
+            world.assert_nothing_of_beta(shown)
+    # The check above can fail: the admin does see beta's rows.
+    assert BETA_TAG in world.http.get("/v1/spend/requests", headers=ADMIN).text
+
+
+def check_spend_request(world: World) -> None:
+    """Beta's request, opened with alpha's key, does not exist (404, as a made-up id)."""
+    theirs = next(row["id"] for row in world.rows() if row["team"] == "beta")
+    path = f"/v1/spend/requests/{theirs}"
+    assert world.http.get(path).status_code == 401
+    refused = world.http.get(path, headers=world.as_alpha)
+    assert refused.status_code == 404, refused.text
+    world.assert_nothing_of_beta(refused)
+    assert world.http.get(path, headers=ADMIN).json()["team"] == "beta"
+
+
+# --- end issue 25 ---
 def check_dashboard_api(name: str) -> Callable[[World], None]:
     def check(world: World) -> None:
         path = f"/dashboard/api/{name}"
@@ -243,6 +272,8 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/v1/embeddings"): check_embeddings,
     ("GET", "/v1/spend"): check_spend,
     ("GET", "/v1/spend/routing"): check_spend_routing,
+    ("GET", "/v1/spend/requests"): check_spend_requests,  # issue 25
+    ("GET", "/v1/spend/requests/{request_id}"): check_spend_request,  # issue 25
     ("POST", "/admin/keys"): check_admin("POST", "/admin/keys"),
     ("GET", "/admin/keys"): check_admin("GET", "/admin/keys"),
     ("DELETE", "/admin/keys/{key_id}"): check_admin("DELETE", "/admin/keys/{key_id}"),
@@ -252,6 +283,9 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("GET", "/dashboard/api/budgets"): check_dashboard_api("budgets"),
     ("GET", "/dashboard/api/top"): check_dashboard_api("top"),
     ("GET", "/dashboard/api/fleet"): check_dashboard_api("fleet"),
+    ("GET", "/dashboard/api/table"): check_dashboard_api("table"),  # issue 25
+    ("GET", "/dashboard/api/latency"): check_dashboard_api("latency"),  # issue 25
+    ("GET", "/dashboard/api/errors"): check_dashboard_api("errors"),  # issue 25
     ("GET", "/metrics"): check_metrics,
     ("GET", "/dashboard"): check_public("GET", "/dashboard"),
     ("GET", "/dashboard/"): check_public("GET", "/dashboard/"),
