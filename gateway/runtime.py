@@ -144,7 +144,7 @@ class Runtime:
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
         classifier = load_classifier(second_stage=config.routing.second_stage)
         fleets = Fleets(config)
-        metrics = Metrics()
+        metrics = Metrics(team_labels=config.observability.team_labels)
         metrics.registry.register(FleetCollector(fleets))
         tracing = Tracing.from_settings(
             config.observability.otlp_endpoint, environ, service_name=config.observability.service_name

@@ -16,7 +16,11 @@ Two kinds, fed two ways:
 
 Labels are bounded: model, provider and tier come from config (a requested model that does not
 resolve is "unknown"), team from config or the admin's keys, status and error type from the
-gateway's own vocabulary. Never request ids, users, tags or anything else a client writes.
+gateway's own vocabulary. Never request ids, users, tags or anything else a client writes. With
+`observability.team_labels: false` team reads "all" and the per-team budget gauges are left out.
+
+The registry also carries prometheus-client's standard process, GC and platform collectors and
+`tollgate_build_info{version,python}`, so the usual dashboards and "which version runs" work.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import platform
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,7 +36,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -48,6 +62,7 @@ log = logging.getLogger("tollgate.metrics")
 
 UNKNOWN = "unknown"
 NONE = "none"
+ALL_TEAMS = "all"
 # Seconds, from a tenth of a millisecond (gateway overhead) to a minute (long generations).
 SECONDS_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -117,8 +132,18 @@ class Snapshot:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, team_labels: bool = True) -> None:
         self.registry = CollectorRegistry()
+        self.team_labels = team_labels
+        for standard in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
+            # The same collector objects the global registry holds: they keep no per-registry state.
+            self.registry.register(standard)
+        Gauge(
+            "tollgate_build_info",
+            "1, labelled with the running version and Python.",
+            ["version", "python"],
+            registry=self.registry,
+        ).labels(_version(), platform.python_version()).set(1)
         counter = partial(Counter, registry=self.registry)
         seconds = partial(Histogram, buckets=SECONDS_BUCKETS, registry=self.registry)
         route = ["endpoint", "model", "provider", "tier", "status"]
@@ -213,7 +238,7 @@ class Metrics:
             record.provider or NONE,
             tier or NONE,
             record.status,
-            record.team or NONE,
+            (record.team or NONE) if self.team_labels else ALL_TEAMS,
             record.cache_status,
             record.error_type,
         )
@@ -288,7 +313,7 @@ class Metrics:
         try:
             async with asyncio.timeout(_REFRESH_TIMEOUT):
                 circuits = await _circuits(source)
-                budgets = await _budgets(source)
+                budgets = await _budgets(source) if self.team_labels else []
             spool, rejected = await asyncio.to_thread(_spool_bytes, ledger.spool_dir)
         except Exception as exc:  # a scrape must answer even while Redis or the disk does not
             self.refresh_errors.inc()
@@ -428,6 +453,15 @@ async def _budgets(source: MetricsSource) -> list[BudgetUse]:
         for (team, period, _, limit), value in zip(wanted, values, strict=True)
         if value is not None
     ]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tollgate")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return UNKNOWN
 
 
 def _spool_bytes(directory: Path) -> tuple[int, int]:

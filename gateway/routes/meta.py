@@ -8,6 +8,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from gateway.accounting.database import ping
+from gateway.observability.metrics_access import metrics_refusal
 from gateway.runtime import Runtime
 from gateway.state.failover import FallbackStateStore
 
@@ -39,6 +40,8 @@ async def list_models(request: Request) -> Response:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    if (refused := await metrics_refusal(runtime, request.headers)) is not None:
+        return refused
     body = await runtime.metrics.scrape(runtime)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -186,6 +186,6 @@ def test_spans_are_exported_over_otlp_http() -> None:
         for scope in resource.scope_spans
         for span in scope.spans
     ]
-    assert sorted(name for name, _ in spans) == ["tollgate chat.completions", "upstream openai/gpt-4o"]
+    assert sorted(name for name, _ in spans) == ["chat smart", "upstream openai/gpt-4o"]
     service = {a.key: a.value.string_value for a in spans[0][1].attributes}["service.name"]
     assert service == "tollgate-test"
