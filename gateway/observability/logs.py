@@ -26,7 +26,8 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # A line per upstream call or per migration step drowns the lines operators need.
 _NOISY = ("httpx", "httpcore", "alembic")
 # uvicorn's own loggers: their handlers (if a library set any) go, so they print through ours.
-_UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+# Not `uvicorn.access`: uvicorn turns it off (`access_log=False`) by unhooking it, which must stick.
+_UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.asgi")
 
 
 def log_format(configured: str | None, environ: Mapping[str, str]) -> LogFormat:

@@ -42,7 +42,6 @@ from prometheus_client import (
     PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     generate_latest,
 )
@@ -138,12 +137,7 @@ class Metrics:
         for standard in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
             # The same collector objects the global registry holds: they keep no per-registry state.
             self.registry.register(standard)
-        Gauge(
-            "tollgate_build_info",
-            "1, labelled with the running version and Python.",
-            ["version", "python"],
-            registry=self.registry,
-        ).labels(_version(), platform.python_version()).set(1)
+        self.registry.register(_BuildInfo())
         counter = partial(Counter, registry=self.registry)
         seconds = partial(Histogram, buckets=SECONDS_BUCKETS, registry=self.registry)
         route = ["endpoint", "model", "provider", "tier", "status"]
@@ -371,6 +365,23 @@ class _Bound:
     cache: Counter | None
     retries: Counter
     fallbacks: Counter
+
+
+class _BuildInfo(Collector):
+    """`tollgate_build_info` as a collector, not a `Gauge`: with several workers a Gauge would go to
+    the shared files and show once per process."""
+
+    def __init__(self) -> None:
+        self._labels = [_version(), platform.python_version()]
+
+    def collect(self) -> Iterable[Any]:
+        info = GaugeMetricFamily(
+            "tollgate_build_info",
+            "1, labelled with the running version and Python.",
+            labels=["version", "python"],
+        )
+        info.add_metric(self._labels, 1.0)
+        return [info]
 
 
 class _StateCollector(Collector):
