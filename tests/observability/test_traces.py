@@ -4,6 +4,7 @@ tracing off, nothing is sent upstream."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,3 +135,14 @@ def test_provider_names_are_the_conventions_well_known_ones_by_type(exporter: In
     named = [(s.attributes or {})["gen_ai.provider.name"] for s in exporter.get_finished_spans()]
     assert named == ["openai", "anthropic", "gcp.gemini", "groq"]
     tracing.shutdown()
+
+
+def test_the_access_line_names_the_trace(
+    traced: GatewayServer, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tollgate.access")  # what --access-log does
+    answer = _chat(traced)
+    (line,) = [r for r in caplog.records if r.name == "tollgate.access"]
+    fields = line.fields  # type: ignore[attr-defined]
+    assert fields["request_id"] == answer.headers["x-request-id"]
+    assert fields["trace_id"] == CALLER_TRACE
