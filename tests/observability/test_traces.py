@@ -146,3 +146,13 @@ def test_the_access_line_names_the_trace(
     fields = line.fields  # type: ignore[attr-defined]
     assert fields["request_id"] == answer.headers["x-request-id"]
     assert fields["trace_id"] == CALLER_TRACE
+
+
+def test_a_streamed_request_forwards_the_trace_too(
+    traced: GatewayServer, exporter: InMemorySpanExporter, openai_upstream: SandboxServer
+) -> None:
+    assert "data: [DONE]" in _chat(traced, stream=True).text
+    (headers,) = _upstream_headers(openai_upstream)
+    assert headers["traceparent"].split("-")[1] == CALLER_TRACE
+    (attempt,) = _spans(exporter, SpanKind.CLIENT)
+    assert headers["traceparent"].split("-")[2] == f"{attempt.context.span_id:016x}"
