@@ -144,11 +144,12 @@ class Runtime:
         budgets, limits = Budgets(store, _spent_from(engine)), RateLimits(store)
         classifier = load_classifier(second_stage=config.routing.second_stage)
         fleets = Fleets(config)
-        metrics = Metrics()
+        metrics = Metrics(team_labels=config.observability.team_labels)
         metrics.registry.register(FleetCollector(fleets))
         tracing = Tracing.from_settings(
             config.observability.otlp_endpoint, environ, service_name=config.observability.service_name
         )
+        http = tracing.propagating(http)  # upstream calls carry the trace (when tracing is on)
         latency = LatencyBook()
         catalog = PriceCatalog.load()
         prices, registry, adapters, executor, gate, router = _policy(
@@ -266,6 +267,7 @@ def _policy(
     measured, the fleets' state and the deployments' latencies, carries over)."""
     prices = price_book(config, catalog=catalog)
     registry = ModelRegistry(config, prices=prices)
+    tracing.use_config(config)
     adapters = build_adapters(config, http)
     executor = Executor(
         registry=registry,

@@ -48,6 +48,8 @@ class WorkerSpec:
     log_level: str = "info"
     sandbox_urls: dict[str, str] = field(default_factory=dict)
     metrics_dir: str | None = None
+    log_format: str = "text"
+    access_log: bool = False
 
     def to_env(self) -> str:
         return orjson.dumps(
@@ -57,6 +59,8 @@ class WorkerSpec:
                 "log_level": self.log_level,
                 "sandbox_urls": self.sandbox_urls,
                 "metrics_dir": self.metrics_dir,
+                "log_format": self.log_format,
+                "access_log": self.access_log,
             }
         ).decode()
 
@@ -74,6 +78,8 @@ class WorkerSpec:
             log_level=str(data["log_level"]),
             sandbox_urls=dict(data["sandbox_urls"]),
             metrics_dir=data["metrics_dir"],
+            log_format=str(data.get("log_format", "text")),
+            access_log=bool(data.get("access_log", False)),
         )
 
 
@@ -198,10 +204,13 @@ def create_worker_app() -> FastAPI:
     from gateway.app import create_app
     from gateway.config.defaults import embedded_config
     from gateway.config.loader import load_config
+    from gateway.observability.logs import configure_logging
     from gateway.observability.worker_metrics import serve_shared_metrics
 
     spec = WorkerSpec.from_env(os.environ)
-    _configure_logging(spec.log_level)
+    configure_logging(
+        spec.log_level, "json" if spec.log_format == "json" else "text", access_log=spec.access_log
+    )
     config = (
         load_config(spec.config_path) if spec.config_path else embedded_config(os.environ, spec.sandbox_urls)
     )
@@ -216,10 +225,3 @@ def create_worker_app() -> FastAPI:
         serve_shared_metrics(app, spec.metrics_dir)
     log.info("Tollgate worker %d: spool slot %d (%s)", os.getpid(), claim.slot, claim.directory)
     return app
-
-
-def _configure_logging(level: str) -> None:
-    """A spawned worker starts with uvicorn's loggers only; Tollgate's own lines need a handler too."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpcore", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gateway.accounting.record import RequestRecord
 from gateway.execution.executor import Trace
+from gateway.observability.access import log_request
 from usage import Usage
 
 if TYPE_CHECKING:
@@ -55,4 +56,5 @@ def close_record(runtime: Books, record: RequestRecord) -> None:
     record.finish()
     runtime.ledger.record(record)
     runtime.metrics.observe(record)
+    log_request(record, runtime.tracing)  # the access line, when on; before the span ends
     runtime.tracing.finish(record)

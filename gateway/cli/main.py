@@ -22,6 +22,7 @@ from gateway.cli.ledger_access import OPEN_ERRORS, LedgerUnavailable, reason
 from gateway.config.loader import ConfigError, load_config
 from gateway.config.schema import Config, DatabaseConfig
 from gateway.errors import InvalidRequest
+from gateway.observability.logs import configure_logging, log_format
 
 CONFIG_ENV = "TOLLGATE_CONFIG"
 log = logging.getLogger("tollgate")
@@ -53,6 +54,17 @@ def _run(argv: list[str] | None) -> int:
     serve.add_argument("--port", type=int, help="listen port (default: from config, 8080)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text, or one JSON object per line (default: $TOLLGATE_LOG_FORMAT, else text)",
+    )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="one line per request (request id, trace id, team, model, status, latency, tokens, cost) "
+        "on the tollgate.access logger",
+    )
+    serve.add_argument(
         "--workers",
         type=_positive_int,
         default=1,
@@ -78,13 +90,14 @@ def _run(argv: list[str] | None) -> int:
     cli_demo.add_commands(commands)
 
     args = parser.parse_args(cli_pricing.with_default_subcommand(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=getattr(args, "log_level", "info").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    try:
+        args.log_format = log_format(getattr(args, "log_format", None), os.environ)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(
+        getattr(args, "log_level", "info"), args.log_format, access_log=getattr(args, "access_log", False)
     )
-    # A line per upstream call or per migration step drowns the lines operators need.
-    for noisy in ("httpx", "httpcore", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.command == "check-config":
         return _check_config(args.file)
     if args.command == "migrate":
@@ -203,13 +216,22 @@ def _serve(args: argparse.Namespace) -> int:
             "port": args.port if args.port is not None else config.server.port,
             "loop": "uvloop",
             "log_level": args.log_level,
+            # The root handler configured above prints uvicorn's lines too, in the same format.
+            "log_config": None,
             "timeout_graceful_shutdown": 10,
             **uvicorn_settings(config.server),
         }
         if args.workers > 1:
             from gateway.workers import serve_workers
 
-            spec = WorkerSpec(path, args.workers, args.log_level, sandbox_urls)
+            spec = WorkerSpec(
+                path,
+                args.workers,
+                args.log_level,
+                sandbox_urls,
+                log_format=args.log_format,
+                access_log=args.access_log,
+            )
             return serve_workers(spec, options, shared_state=state_is_shared(config, os.environ))
         import uvicorn
 

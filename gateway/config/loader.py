@@ -19,6 +19,7 @@ from gateway.config.schema import Config
 from providers.litellm_adapter import litellm_installed
 
 ADMIN_KEY_ENV = "TOLLGATE_ADMIN_KEY"
+METRICS_TOKEN_ENV = "TOLLGATE_METRICS_TOKEN"
 PROVIDER_TYPES = ("openai", "vllm", "openai_compatible", "anthropic", "gemini", "litellm")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -69,12 +70,17 @@ def build_config(
 
 
 def _with_admin_key_from(environ: Mapping[str, str], raw: dict[str, Any]) -> dict[str, Any]:
-    """`TOLLGATE_ADMIN_KEY` is the admin key when the config names none, with or without a file."""
-    key = environ.get(ADMIN_KEY_ENV)
-    auth = raw.get("auth")
-    if not key or (isinstance(auth, dict) and auth.get("admin_key")):
-        return raw
-    return {**raw, "auth": {**(auth if isinstance(auth, dict) else {}), "admin_key": key}}
+    """`TOLLGATE_ADMIN_KEY` is the admin key, and `TOLLGATE_METRICS_TOKEN` the /metrics token, when
+    the config names none, with or without a file (a Kubernetes Secret arrives as environment)."""
+    for env_name, section, key in (
+        (ADMIN_KEY_ENV, "auth", "admin_key"),
+        (METRICS_TOKEN_ENV, "observability", "metrics_token"),
+    ):
+        value = environ.get(env_name)
+        current = raw.get(section)
+        if value and not (isinstance(current, dict) and current.get(key)):
+            raw = {**raw, section: {**(current if isinstance(current, dict) else {}), key: value}}
+    return raw
 
 
 def _problem(error: Any) -> str:

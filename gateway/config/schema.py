@@ -387,6 +387,21 @@ class ObservabilityConfig(Strict):
     # OTLP/HTTP endpoint for traces (one span per request, one per upstream attempt); off when unset.
     otlp_endpoint: str | None = None
     service_name: str = "tollgate"
+    # --- /metrics access (ops-2): it shows every team's spend. With a token, scrapers send it as a
+    # bearer (the admin key works too); without one, /metrics is open only until a key exists or an
+    # admin key is configured, unless `metrics_public` says it stays open.
+    metrics_token: SecretStr | None = None
+    metrics_public: bool = False
+    # False: spend series carry team="all" and the per-team budget gauges are left out.
+    team_labels: bool = True
+
+    @model_validator(mode="after")
+    def _one_metrics_policy(self) -> ObservabilityConfig:
+        if self.metrics_public and self.metrics_token is not None:
+            raise ValueError("metrics_public and metrics_token contradict each other: set one")
+        return self
+
+    # --- end /metrics access
 
 
 class CacheConfig(Strict):

@@ -18,7 +18,11 @@ Labels are bounded: model, provider and tier come from config (a requested model
 resolve is "unknown"), team from config or the admin's keys, status and error type from the
 gateway's own vocabulary. Never request ids, users, tags or anything else a client writes.
 Traffic and latency carry the team too (so a dashboard's team filter acts on them), capped at
-`MAX_TEAMS` distinct names per process: teams seen after that count as "other".
+`MAX_TEAMS` distinct names per process: teams seen after that count as "other". With
+`observability.team_labels: false` team reads "all" and the per-team budget gauges are left out.
+
+The registry also carries prometheus-client's standard process, GC and platform collectors and
+`tollgate_build_info{version,python}`, so the usual dashboards and "which version runs" work.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import platform
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,7 +38,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -50,6 +63,7 @@ log = logging.getLogger("tollgate.metrics")
 
 UNKNOWN = "unknown"
 NONE = "none"
+ALL_TEAMS = "all"
 # Seconds, from a tenth of a millisecond (gateway overhead) to a minute (long generations).
 SECONDS_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -123,8 +137,13 @@ class Snapshot:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, team_labels: bool = True) -> None:
         self.registry = CollectorRegistry()
+        self.team_labels = team_labels
+        for standard in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
+            # The same collector objects the global registry holds: they keep no per-registry state.
+            self.registry.register(standard)
+        self.registry.register(_BuildInfo())
         counter = partial(Counter, registry=self.registry)
         seconds = partial(Histogram, buckets=SECONDS_BUCKETS, registry=self.registry)
         route = ["endpoint", "model", "provider", "tier", "status", "team"]
@@ -263,7 +282,10 @@ class Metrics:
             bound.fallbacks.inc()
 
     def team_label(self, team: str | None) -> str:
-        """The team as a label value: "none" without one, "other" past `MAX_TEAMS` distinct ones."""
+        """The team as a label value: "none" without one, "other" past `MAX_TEAMS` distinct ones,
+        "all" when team labels are off."""
+        if not self.team_labels:
+            return ALL_TEAMS
         if team is None:
             return NONE
         if team in self._teams:
@@ -313,7 +335,7 @@ class Metrics:
         try:
             async with asyncio.timeout(_REFRESH_TIMEOUT):
                 circuits = await _circuits(source)
-                budgets = await _budgets(source)
+                budgets = await _budgets(source) if self.team_labels else []
             spool, rejected = await asyncio.to_thread(_spool_bytes, ledger.spool_dir)
         except Exception as exc:  # a scrape must answer even while Redis or the disk does not
             self.refresh_errors.inc()
@@ -371,6 +393,23 @@ class _Bound:
     cache: Counter | None
     retries: Counter
     fallbacks: Counter
+
+
+class _BuildInfo(Collector):
+    """`tollgate_build_info` as a collector, not a `Gauge`: with several workers a Gauge would go to
+    the shared files and show once per process."""
+
+    def __init__(self) -> None:
+        self._labels = [_version(), platform.python_version()]
+
+    def collect(self) -> Iterable[Any]:
+        info = GaugeMetricFamily(
+            "tollgate_build_info",
+            "1, labelled with the running version and Python.",
+            labels=["version", "python"],
+        )
+        info.add_metric(self._labels, 1.0)
+        return [info]
 
 
 class _StateCollector(Collector):
@@ -460,6 +499,15 @@ async def _budgets(source: MetricsSource) -> list[BudgetUse]:
         for (team, period, _, limit), value in zip(wanted, values, strict=True)
         if value is not None
     ]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tollgate")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return UNKNOWN
 
 
 def _spool_bytes(directory: Path) -> tuple[int, int]:

@@ -9,6 +9,12 @@ A streamed request outlives its handler, so the request span is not ended when `
 block exits: `finish(record)` ends it (from `close_record`, once the record is final, which is also
 when its attributes are known). The block only makes the span current, so attempt spans opened in
 it nest under it. Each gateway has its own tracer provider, never the process-global one.
+
+Attributes follow the OpenTelemetry GenAI semantic conventions (`gen_ai.operation.name`,
+`gen_ai.request.model`, `gen_ai.provider.name`, `gen_ai.usage.*`; span name "{operation} {model}"),
+with Tollgate's own under `tollgate.*`. Upstream calls carry the attempt span's W3C `traceparent`
+(`propagating`, wrapped around the upstream client only when tracing is on), so a provider or a
+self-hosted vLLM that traces joins the caller's trace.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
     from gateway.accounting.record import RequestRecord
+    from gateway.config.schema import Config
+    from providers.http import UpstreamHTTP
 
 log = logging.getLogger("tollgate.tracing")
 
@@ -32,6 +40,9 @@ _TRACES_PATH = "/v1/traces"
 _NOOP: AbstractContextManager[None] = nullcontext()
 # Spans whose request never reached `finish` (a bug elsewhere) must not pile up forever.
 _MAX_OPEN = 100_000
+# Provider types whose `gen_ai.provider.name` the conventions name; other types report the
+# provider's name in the config (an OpenAI-compatible "groq", "together", a vLLM fleet).
+_WELL_KNOWN_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
 
 
 def otlp_endpoint(configured: str | None, environ: Mapping[str, str]) -> str | None:
@@ -56,6 +67,7 @@ class Tracing:
         self._provider = provider
         self._tracer: Tracer | None = provider.get_tracer("tollgate") if provider is not None else None
         self._open: dict[str, Span] = {}
+        self._providers: dict[str, str] = {}
 
     @classmethod
     def off(cls) -> Tracing:
@@ -98,6 +110,40 @@ class Tracing:
     def enabled(self) -> bool:
         return self._tracer is not None
 
+    def use_config(self, config: Config) -> None:
+        """Learn which provider type each configured provider is (at start-up and on every reload)."""
+        self._providers = {
+            name: _WELL_KNOWN_PROVIDERS.get(spec.type, name) for name, spec in config.providers.items()
+        }
+
+    def propagating(self, client: UpstreamHTTP) -> UpstreamHTTP:
+        """`client`, sending the current span's `traceparent` upstream when tracing is on; off, the
+        client itself, so the upstream call path is untouched."""
+        if self._tracer is None:
+            return client
+        from gateway.observability.propagation import PropagatingHTTP
+
+        return PropagatingHTTP(client)
+
+    def describe(self, record: RequestRecord, *, max_tokens: int | None, temperature: float | None) -> None:
+        """The request parameters the conventions record, once the body is parsed."""
+        if self._tracer is None:
+            return
+        span = self._open.get(record.id)
+        if span is None:
+            return
+        if max_tokens is not None:
+            span.set_attribute("gen_ai.request.max_tokens", max_tokens)
+        if temperature is not None:
+            span.set_attribute("gen_ai.request.temperature", float(temperature))
+
+    def trace_id(self, record: RequestRecord) -> str | None:
+        """The request's trace id (32 hex digits) while its span is open, for its log lines."""
+        span = self._open.get(record.id) if self._tracer is not None else None
+        if span is None:
+            return None
+        return format(span.get_span_context().trace_id, "032x")
+
     def request_span(
         self, record: RequestRecord, *, headers: Mapping[str, str] | None = None
     ) -> AbstractContextManager[None]:
@@ -122,7 +168,10 @@ class Tracing:
             return
         from opentelemetry.trace import Status, StatusCode
 
-        span.set_attributes(_attributes(record))
+        span.set_attributes(_attributes(record, self._providers))
+        span.update_name(
+            f"{_operation(record.endpoint)} {record.requested_model or record.model or 'unknown'}"
+        )
         if record.status >= 500 or record.status == 0:
             span.set_status(Status(StatusCode.ERROR, record.error_type or "error"))
         span.end()
@@ -142,11 +191,16 @@ class Tracing:
 
         parent = TraceContextTextMapPropagator().extract(dict(headers)) if headers else None
         span = tracer.start_span(
-            f"tollgate {record.endpoint}",
+            # Renamed "{operation} {model}" by `finish`, once the body has said which model.
+            _operation(record.endpoint),
             context=parent,
             kind=SpanKind.SERVER,
             start_time=int(record.created_at.timestamp() * 1e9),
-            attributes={"tollgate.request_id": record.id, "tollgate.endpoint": record.endpoint},
+            attributes={
+                "tollgate.request_id": record.id,
+                "tollgate.endpoint": record.endpoint,
+                "gen_ai.operation.name": _operation(record.endpoint),
+            },
         )
         if len(self._open) >= _MAX_OPEN:
             self._end_open()
@@ -159,16 +213,16 @@ class Tracing:
             span.end()
         self._open.clear()
 
-    @staticmethod
     @contextmanager
-    def _attempt_span(tracer: Tracer, deployment_key: str, attempt: int) -> Iterator[None]:
+    def _attempt_span(self, tracer: Tracer, deployment_key: str, attempt: int) -> Iterator[None]:
         from opentelemetry.trace import SpanKind
 
         provider, _, model = deployment_key.partition("/")
         attributes: dict[str, Any] = {
             "tollgate.deployment": deployment_key,
+            "tollgate.provider": provider,
             "tollgate.attempt": attempt,
-            "gen_ai.provider.name": provider,
+            "gen_ai.provider.name": self._providers.get(provider, provider),
             "gen_ai.request.model": model,
         }
         with tracer.start_as_current_span(
@@ -185,8 +239,14 @@ def _provider(service_name: str) -> TracerProvider:
     return TracerProvider(resource=Resource.create({"service.name": service_name}), shutdown_on_exit=False)
 
 
-def _attributes(record: RequestRecord) -> dict[str, Any]:
+def _operation(endpoint: str) -> str:
+    """The conventions' operation name: every chat dialect (OpenAI's, Anthropic's Messages) is "chat"."""
+    return "embeddings" if endpoint == "embeddings" else "chat"
+
+
+def _attributes(record: RequestRecord, providers: Mapping[str, str]) -> dict[str, Any]:
     attributes: dict[str, Any] = {
+        "gen_ai.operation.name": _operation(record.endpoint),
         "http.response.status_code": record.status,
         "tollgate.stream": record.stream,
         "tollgate.attempts": record.attempts,
@@ -199,7 +259,10 @@ def _attributes(record: RequestRecord) -> dict[str, Any]:
     }
     optional = {
         "tollgate.model": record.model,
-        "gen_ai.provider.name": record.provider,
+        "tollgate.provider": record.provider,
+        "gen_ai.provider.name": None
+        if record.provider is None
+        else providers.get(record.provider, record.provider),
         "gen_ai.response.model": record.upstream_model,
         "tollgate.tier": record.tier,
         "tollgate.team": record.team,

@@ -25,6 +25,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from gateway.observability.metrics_access import metrics_refusal
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -54,6 +56,8 @@ def serve_shared_metrics(app: FastAPI, directory: str) -> None:
 
     async def metrics(request: Request) -> Response:
         runtime = request.app.state.runtime
+        if (refused := await metrics_refusal(runtime, request.headers)) is not None:
+            return refused
         await runtime.metrics.refresh(runtime)
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
@@ -65,11 +69,20 @@ def serve_shared_metrics(app: FastAPI, directory: str) -> None:
     app.router.routes.insert(0, route)
 
 
+# Families the merged files do not hold: the answering worker's process, GC and platform figures.
+_OWN = ("process_", "python_")
+
+
 class _Gauges(Collector):
-    """This worker's gauges only: its counters and histograms are already in the merged files."""
+    """This worker's gauges and process figures only: its counters and histograms are already in
+    the merged files."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._registry = registry
 
     def collect(self) -> Iterable[Any]:
-        return [family for family in self._registry.collect() if family.type == "gauge"]
+        return [
+            family
+            for family in self._registry.collect()
+            if family.type == "gauge" or family.name.startswith(_OWN)
+        ]

@@ -91,6 +91,7 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
     chat = dialect.parse(raw)
     facts = chat.facts
     record.requested_model, record.stream, record.user = facts.model, facts.stream, facts.user
+    runtime.tracing.describe(record, max_tokens=facts.max_output, temperature=facts.temperature)
     model = settlement.model = await _route(runtime, gate, request, principal, chat, record)
     deadline = request_deadline(request, runtime, model)
     key = headers.get("idempotency-key")

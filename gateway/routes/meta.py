@@ -7,6 +7,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from gateway.observability import readiness
+from gateway.observability.metrics_access import metrics_refusal
 from gateway.policy import KeyStoreUnavailable
 from gateway.runtime import Runtime
 from gateway.state.failover import FallbackStateStore
@@ -39,6 +40,8 @@ async def list_models(request: Request) -> Response:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    if (refused := await metrics_refusal(runtime, request.headers)) is not None:
+        return refused
     checks = await readiness.check_all(runtime)
     runtime.metrics.dependency_up = {name: check.up for name, check in checks.items()}
     body = await runtime.metrics.scrape(runtime)

@@ -93,6 +93,12 @@ def test_the_admin_key_can_come_from_the_environment_alone() -> None:
     assert named.auth.admin_key is not None and named.auth.admin_key.get_secret_value() == "from-file"
 
 
+def test_the_metrics_token_can_come_from_the_environment() -> None:
+    config = parse_config(MINIMAL, environ={"KEY": "k", "TOLLGATE_METRICS_TOKEN": "scrape"})
+    token = config.observability.metrics_token
+    assert token is not None and token.get_secret_value() == "scrape"
+
+
 def test_env_default_syntax() -> None:
     config = parse_config(MINIMAL.replace("${KEY}", "${KEY:-fallback}"), environ={})
     key = config.providers["openai"].api_key

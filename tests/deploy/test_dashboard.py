@@ -94,7 +94,13 @@ def team_gateway(
     sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
 ) -> Iterator[tuple[GatewayServer, str]]:
     teams = {TEAM: {"budget_daily_usd": "100"}}
-    config = gateway_config(sqlite_url, openai_upstream.base_url, vllm_upstream.base_url, teams=teams)
+    config = gateway_config(
+        sqlite_url,
+        openai_upstream.base_url,
+        vllm_upstream.base_url,
+        teams=teams,
+        observability={"metrics_token": "scrape"},
+    )
     with GatewayServer(config) as server:
         key, _ = server.call(server.runtime.keys.create(TEAM, "dashboards"))
         yield server, key
@@ -121,7 +127,9 @@ def test_every_metric_a_panel_queries_is_exposed_with_the_team_label(
     ]
     assert statuses[:3] == [200, 200, 404] and statuses[3] >= 500 and statuses[4] == 200
     server.ledger_rows()  # every request closed (and counted) before the scrape
-    text = httpx.get(server.base_url + "/metrics", timeout=10).text
+    text = httpx.get(
+        server.base_url + "/metrics", headers={"authorization": "Bearer scrape"}, timeout=10
+    ).text
     exposed = exposed_names(text) | exposed_names(httpx.get(vllm_upstream.base_url + "/metrics").text)
     series = samples(text)
     for path in (OVERVIEW, HEALTH):

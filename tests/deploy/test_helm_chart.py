@@ -200,8 +200,16 @@ def test_the_service_monitor_is_optional_and_scrapes_the_service_port(enabled: b
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
     assert "authorization" not in endpoint
     token = {"enabled": True, "bearerTokenSecret": {"name": "tollgate-metrics", "key": "token"}}
-    (endpoint,) = by_kind(render({"serviceMonitor": token}))["ServiceMonitor"]["spec"]["endpoints"]
+    rendered = by_kind(render({"serviceMonitor": token}))
+    (endpoint,) = rendered["ServiceMonitor"]["spec"]["endpoints"]
     assert endpoint["authorization"]["credentials"] == {"name": "tollgate-metrics", "key": "token"}
+    # The gateway checks what Prometheus sends: the same Secret, as TOLLGATE_METRICS_TOKEN.
+    (container,) = rendered["Deployment"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TOLLGATE_METRICS_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "tollgate-metrics",
+        "key": "token",
+    }
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,8 @@ def test_one_request_span_with_a_child_per_attempt(tracing: Tracing, exporter: I
     tracing.finish(record)
 
     failed, answered, request = exporter.get_finished_spans()
-    assert request.name == "tollgate chat.completions" and request.kind is SpanKind.SERVER
+    # The GenAI conventions' name, "{gen_ai.operation.name} {gen_ai.request.model}".
+    assert request.name == "chat smart" and request.kind is SpanKind.SERVER
     assert request.parent is None
     for attempt in (failed, answered):
         assert attempt.kind is SpanKind.CLIENT
@@ -185,6 +186,6 @@ def test_spans_are_exported_over_otlp_http() -> None:
         for scope in resource.scope_spans
         for span in scope.spans
     ]
-    assert sorted(name for name, _ in spans) == ["tollgate chat.completions", "upstream openai/gpt-4o"]
+    assert sorted(name for name, _ in spans) == ["chat smart", "upstream openai/gpt-4o"]
     service = {a.key: a.value.string_value for a in spans[0][1].attributes}["service.name"]
     assert service == "tollgate-test"

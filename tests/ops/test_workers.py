@@ -167,7 +167,8 @@ def test_any_scrape_counts_every_workers_requests(served: Served) -> None:
     expected = len(served.sent)
 
     for _ in range(4):  # fresh connections: whichever worker the kernel picks answers
-        text = httpx.get(served.base + "/metrics", timeout=20).text
+        # Keys exist: /metrics wants the admin key (or observability.metrics_token).
+        text = httpx.get(served.base + "/metrics", headers=served.admin, timeout=20).text
         total = sum(
             sample.value
             for family in text_string_to_metric_families(text)

@@ -251,9 +251,12 @@ def check_admin(method: str, path: str) -> Callable[[World], None]:
 
 
 def check_metrics(world: World) -> None:
-    """An operator endpoint with per-team aggregates and no key, id or prompt (SECURITY.md: bind it
-    to the scraping network). Team names appear as labels; key prefixes and ids never do."""
-    text = world.http.get("/metrics").text
+    """An operator endpoint with per-team aggregates and no key, id or prompt. Keys exist, so it is
+    closed to anonymous scrapes and to team keys (it shows every team's spend); the admin key reads
+    it. Team names appear as labels; key prefixes and ids never do."""
+    assert world.http.get("/metrics").status_code == 401
+    assert world.http.get("/metrics", headers=world.as_alpha).status_code == 401
+    text = world.http.get("/metrics", headers=ADMIN).text
     assert "tollgate_requests_total" in text
     for mark in (world.beta["prefix"], world.beta["id"], BETA_KEY_NAME, BETA_TAG, "lighthouse"):
         assert mark not in text

@@ -216,7 +216,8 @@ def drive(client: Client, gateway: LoggedGateway, run: Run, upstreams: dict[str,
             assert client.send("GET", f"/dashboard/api/{path}", headers=bearer(key)).status_code == 200
     for path in ("/dashboard", "/v1/models", "/healthz", "/readyz", "/openapi.json", "/docs"):
         client.send("GET", path)
-    run.metrics = client.send("GET", "/metrics").text
+    # Keys exist, so /metrics wants the admin key (or observability.metrics_token).
+    run.metrics = client.send("GET", "/metrics", headers=ADMIN).text
 
     # A database outage: rows go to the spool, which is read before it is replayed.
     gateway.call(_database_down(gateway, True))

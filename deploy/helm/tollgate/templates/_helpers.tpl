@@ -67,6 +67,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
       name: {{ .Values.auth.existingSecret }}
       key: {{ .Values.auth.existingSecretKey }}
 {{- end }}
+{{- if .Values.serviceMonitor.bearerTokenSecret.name }}
+- name: TOLLGATE_METRICS_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.serviceMonitor.bearerTokenSecret.name }}
+      key: {{ .Values.serviceMonitor.bearerTokenSecret.key }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
