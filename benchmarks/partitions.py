@@ -216,9 +216,8 @@ def main() -> None:
             f"{cpu:5.1f} µs CPU/row in the writer | {shape['tuple_bytes']:.0f} B/row tuple, "
             f"{shape['disk_bytes_per_row']:.0f} B/row with indexes | {shape['indexes']} indexes"
         )
-    print(
-        f"partitioned / plain: {report['ratio_per_writer']:.3f} per writer, {report['ratio_total']:.3f} in all"
-    )
+    ratios = f"{report['ratio_per_writer']:.3f} per writer, {report['ratio_total']:.3f} in all"
+    print(f"partitioned / plain: {ratios}")
 
 
 if __name__ == "__main__":
