@@ -17,6 +17,7 @@ import gateway.cli.ledger as cli_ledger
 import gateway.cli.pricing as cli_pricing
 import gateway.cli.routing as cli_routing
 from gateway.accounting.catalogs import CatalogNotFound
+from gateway.accounting.export import MissingExtra
 from gateway.config.loader import ConfigError, load_config
 from gateway.config.schema import Config, DatabaseConfig
 from gateway.errors import InvalidRequest
@@ -90,12 +91,12 @@ def _run(argv: list[str] | None) -> int:
         return cli_routing.run(args)
     if args.command in cli_demo.COMMANDS:
         return cli_demo.run(args)
-    if args.command in ("spend", "reprice", *cli_keys.COMMANDS):
+    if args.command in ("spend", "reprice", "ledger", *cli_keys.COMMANDS):
         try:
             if args.command in cli_keys.COMMANDS:
                 return cli_keys.run(args, load=_offline_config)
             return cli_ledger.run(args, load=_offline_config)
-        except (ConfigError, InvalidRequest, CatalogNotFound) as exc:
+        except (ConfigError, InvalidRequest, CatalogNotFound, MissingExtra) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     return _serve(args)
