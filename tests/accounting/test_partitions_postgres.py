@@ -208,3 +208,40 @@ def test_an_unpartitioned_requests_table_keeps_working_with_deletes(pg_url: str)
 
     made, removed, (rows, rolled, _) = with_engine(pg_url, scenario)
     assert (made, removed, rows, rolled) == ([], 1, 1, 2)
+
+
+def test_two_writers_adding_to_the_same_rollups_do_not_deadlock(pg_url: str) -> None:
+    # Two replicas' batches add to the same spend_daily rows. Taken in each batch's own order, A
+    # holding "alpha" and B holding "beta" while waiting for "alpha" deadlocked as soon as A wanted
+    # "beta": PostgreSQL aborted one, and that replica spooled as if the database were away.
+    now = datetime.now(UTC)
+
+    def row(team: str) -> dict[str, Any]:
+        made = make_row(now)
+        made["team"] = team
+        return made
+
+    async def scenario(engine: AsyncEngine) -> tuple[int, tuple[int, int, int]]:
+        await ensure_partitions(engine)
+        other = create_engine(pg_url)
+        try:
+            async with engine.connect() as a, other.connect() as b:
+                await a.begin()
+                await insert_rows(a, [row("alpha")], first_write=True)
+
+                async def replica_b() -> int:
+                    async with b.begin():
+                        return await insert_rows(b, [row("beta"), row("alpha")], first_write=True)
+
+                waiting = asyncio.create_task(replica_b())
+                await asyncio.sleep(0.5)  # B is now waiting for A's "alpha"
+                assert not waiting.done()
+                await insert_rows(a, [row("beta")], first_write=True)
+                await a.commit()
+                written_by_b = await asyncio.wait_for(waiting, 10)
+        finally:
+            await other.dispose()
+        return written_by_b, await counts(engine)
+
+    written_by_b, (rows, rolled, _) = with_engine(pg_url, scenario)
+    assert (written_by_b, rows, rolled) == (2, 4, 4)
