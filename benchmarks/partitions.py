@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
@@ -25,6 +26,7 @@ import orjson
 
 from benchmarks.ledgers import DEFAULT_POSTGRES_ADMIN_URL, Ledger, postgres_ledger, postgres_reachable
 from gateway.accounting.database import create_engine, run_migrations
+from gateway.accounting.export import FORMATS, export_ledger
 from gateway.accounting.record import RequestRecord
 from gateway.accounting.spool import Spool
 from gateway.accounting.writer import LedgerWriter
@@ -158,12 +160,31 @@ async def describe(ledger: Ledger) -> dict[str, object]:
     }
 
 
+async def export_rates(ledger: Ledger) -> dict[str, tuple[float, float]]:
+    """`tollgate ledger export` of the whole ledger: rows/s and file bytes per row, per format."""
+    engine = create_engine(ledger.url)
+    rates = {}
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            for fmt in FORMATS:
+                out = Path(work) / f"ledger.{fmt}"
+                started = time.perf_counter()
+                rows = await export_ledger(
+                    engine, datetime(2000, 1, 1, tzinfo=UTC), datetime.now(UTC), fmt=fmt, out=out
+                )
+                rates[fmt] = (rows / (time.perf_counter() - started), out.stat().st_size / rows)
+    finally:
+        await engine.dispose()
+    return rates
+
+
 async def bench(writers: int, rows: int, repeat: int) -> dict[str, object]:
     if (why := await postgres_reachable(DEFAULT_POSTGRES_ADMIN_URL)) is not None:
         raise SystemExit(f"PostgreSQL is not reachable: {why}")
     sample = realistic_record(1).to_row()
     results: dict[str, list[tuple[float, float, float]]] = {"plain": [], "partitioned": []}
     shapes: dict[str, dict[str, object]] = {}
+    exports: dict[str, tuple[float, float]] = {}
     for _ in range(repeat):
         for mode in ("plain", "partitioned"):
             ledger = await make_ledger(partitioned=mode == "partitioned")
@@ -173,6 +194,8 @@ async def bench(writers: int, rows: int, repeat: int) -> dict[str, object]:
                 )
                 shapes[mode] = await describe(ledger)
                 assert shapes[mode]["rows"] == rows * writers, shapes[mode]
+                if mode == "partitioned":
+                    exports = await export_rates(ledger)
             finally:
                 await ledger.drop()
     medians = {
@@ -186,6 +209,7 @@ async def bench(writers: int, rows: int, repeat: int) -> dict[str, object]:
         "shapes": shapes,
         "runs": results,
         "median": medians,
+        "export_rows_per_s_and_bytes_per_row": exports,
         "ratio_per_writer": medians["partitioned"][0] / medians["plain"][0],
         "ratio_total": medians["partitioned"][1] / medians["plain"][1],
     }
@@ -216,6 +240,8 @@ def main() -> None:
             f"{cpu:5.1f} µs CPU/row in the writer | {shape['tuple_bytes']:.0f} B/row tuple, "
             f"{shape['disk_bytes_per_row']:.0f} B/row with indexes | {shape['indexes']} indexes"
         )
+    for fmt, (rate, size) in report["export_rows_per_s_and_bytes_per_row"].items():  # type: ignore[attr-defined]
+        print(f"ledger export --format {fmt}: {rate:,.0f} rows/s, {size:.0f} B/row in the file")
     ratios = f"{report['ratio_per_writer']:.3f} per writer, {report['ratio_total']:.3f} in all"
     print(f"partitioned / plain: {ratios}")
 
