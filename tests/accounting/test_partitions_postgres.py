@@ -245,3 +245,28 @@ def test_two_writers_adding_to_the_same_rollups_do_not_deadlock(pg_url: str) -> 
 
     written_by_b, (rows, rolled, _) = with_engine(pg_url, scenario)
     assert (written_by_b, rows, rolled) == (2, 4, 4)
+
+
+def test_a_long_report_makes_partition_upkeep_give_way_not_queue_the_writer(pg_url: str) -> None:
+    # DDL on `requests` needs a lock a reader's transaction holds off; waiting for it would queue
+    # every insert behind the DDL. Upkeep gives up after its lock timeout and succeeds later.
+    from sqlalchemy.exc import DBAPIError
+
+    async def scenario(engine: AsyncEngine) -> tuple[str, list[str]]:
+        await ensure_partitions(engine, today=DAY)
+        reader = create_engine(pg_url)
+        try:
+            async with reader.connect() as report:
+                await report.begin()
+                await report.execute(text("SELECT count(*) FROM requests"))  # a report, still open
+                with pytest.raises(DBAPIError) as refused:  # a TimeoutError here: it waited
+                    await asyncio.wait_for(ensure_partitions(engine, today=DAY + timedelta(days=30)), 30)
+                await report.rollback()
+        finally:
+            await reader.dispose()
+        state = getattr(refused.value.orig, "sqlstate", "")
+        return state, await ensure_partitions(engine, today=DAY + timedelta(days=30))
+
+    state, made = with_engine(pg_url, scenario)
+    assert state == "55P03"  # lock_not_available: the lock timeout, not a hang
+    assert partition_name(DAY + timedelta(days=30)) in made
