@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -113,8 +113,8 @@ def _csv_cell(value: Any) -> Any:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, datetime):
-        return value.isoformat()
+    if isinstance(value, datetime):  # SQLite hands times back naive; they are UTC
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
     return value
 
 
