@@ -16,6 +16,7 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 log = logging.getLogger("tollgate.ledger")
@@ -74,17 +75,23 @@ async def ensure_partitions(
         return []
     today = today or datetime.now(UTC).date()
     made: list[str] = []
-    async with engine.begin() as conn:
-        if not await is_partitioned(conn):
-            return []
-        await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
-        await conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
-        existing = await daily_partitions(conn)
-        for offset in range(-1, days_ahead + 1):
-            day = today + timedelta(days=offset)
-            if day not in existing:
-                await _make_partition(conn, day)
-                made.append(partition_name(day))
+    try:
+        async with engine.begin() as conn:
+            if not await is_partitioned(conn):
+                return []
+            await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+            await conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
+            existing = await daily_partitions(conn)
+            for offset in range(-1, days_ahead + 1):
+                day = today + timedelta(days=offset)
+                if day not in existing:
+                    await _make_partition(conn, day)
+                    made.append(partition_name(day))
+    except DBAPIError as exc:
+        if not _gave_way(exc):
+            raise
+        log.warning("ledger: partition upkeep gave way to a lock held on requests; retrying next round")
+        return []
     if made:
         log.info("ledger: made daily partitions %s", ", ".join(made))
     return made
@@ -117,16 +124,27 @@ async def _make_partition(conn: AsyncConnection, day: date) -> None:
 async def drop_partitions_before(engine: AsyncEngine, cutoff: date) -> list[str]:
     """Drop whole daily partitions of days before `cutoff`, and delete the default partition's rows
     older than it; returns the partitions dropped."""
-    async with engine.begin() as conn:
-        await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
-        await conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
-        old = sorted(name for day, name in (await daily_partitions(conn)).items() if day < cutoff)
-        for name in old:
-            await conn.execute(text(f"DROP TABLE {name}"))
-        await conn.execute(
-            text(f"DELETE FROM {DEFAULT_PARTITION} WHERE created_at < :cutoff"),
-            {"cutoff": datetime.fromisoformat(_bound(cutoff))},
-        )
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+            await conn.execute(text(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})"))
+            old = sorted(name for day, name in (await daily_partitions(conn)).items() if day < cutoff)
+            for name in old:
+                await conn.execute(text(f"DROP TABLE {name}"))
+            await conn.execute(
+                text(f"DELETE FROM {DEFAULT_PARTITION} WHERE created_at < :cutoff"),
+                {"cutoff": datetime.fromisoformat(_bound(cutoff))},
+            )
+    except DBAPIError as exc:
+        if not _gave_way(exc):
+            raise
+        log.warning("ledger retention: gave way to a lock held on requests; retrying next round")
+        return []
     if old:
         log.info("ledger retention: dropped %d daily partitions before %s", len(old), cutoff)
     return old
+
+
+def _gave_way(exc: DBAPIError) -> bool:
+    """The lock timeout ran out (55P03, lock_not_available): someone holds `requests`; try later."""
+    return getattr(exc.orig, "sqlstate", None) == "55P03"
