@@ -127,5 +127,7 @@ async def upsert_totals(
     """Add each group's measures to its rollup row, creating the row if it is new."""
     if not groups:
         return
-    values = [dict(zip(keys, key, strict=True)) | totals for key, totals in groups.items()]
+    # In key order: every writer (replica) then locks rollup rows in one order, so two batches adding
+    # to the same rows wait for each other instead of deadlocking.
+    values = [dict(zip(keys, key, strict=True)) | totals for key, totals in sorted(groups.items())]
     await conn.execute(_upsert(conn.dialect.name, table, keys, measures), values)

@@ -1,5 +1,5 @@
-"""`tollgate spend` and `tollgate reprice`: the ledger from the command line, straight from the
-database (no running gateway needed)."""
+"""`tollgate spend`, `tollgate reprice` and `tollgate ledger export`: the ledger from the command
+line, straight from the database (no running gateway needed)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import asyncio
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from gateway.accounting.catalogs import catalog_for
 from gateway.accounting.database import create_engine, resolve_database_url
+from gateway.accounting.export import FORMATS, export_ledger, require_format
 from gateway.accounting.reprice import reprice
 from gateway.accounting.spend import GROUPS, SpendQuery, parse_group_by, parse_time, query_spend, totals
 from gateway.cli.ledger_access import require_ledger
@@ -42,6 +44,16 @@ def add_commands(commands: Any) -> None:
         help="the price catalog to apply: latest, shipped or a stored version (default: pricing.catalog)",
     )
 
+    # --- tollgate ledger export -------------------------------------------------------------
+    ledger = commands.add_parser("ledger", help="the raw ledger rows")
+    actions = ledger.add_subparsers(dest="ledger_command", required=True)
+    export = actions.add_parser("export", help="rows created in a time range, to CSV or Parquet")
+    export.add_argument("--since", required=True, help="ISO date/time or a span back from now (30m, 12h, 7d)")
+    export.add_argument("--until", default=None, help="exclusive end (default: now)")
+    export.add_argument("--format", choices=FORMATS, default="csv", help="parquet needs tollgate[export]")
+    export.add_argument("--out", required=True, type=Path, help="the file to write")
+    export.add_argument("--config", help="YAML config whose database to read")
+
 
 def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> int:
     config = load(args.config)
@@ -49,6 +61,8 @@ def run(args: argparse.Namespace, *, load: Callable[[str | None], Config]) -> in
     require_ledger(url)
     if args.command == "spend":
         return asyncio.run(_spend(args, url))
+    if args.command == "ledger":
+        return asyncio.run(_export(args, url))
     return asyncio.run(_reprice(args, url, config))
 
 
@@ -130,4 +144,18 @@ async def _reprice(args: argparse.Namespace, url: str, config: Config) -> int:
         f"(difference ${format_usd(report.after_nano - report.before_nano)}); "
         f"{report.still_unknown} rows still without a price"
     )
+    return 0
+
+
+async def _export(args: argparse.Namespace, url: str) -> int:
+    now = datetime.now(UTC)
+    since = parse_time(args.since, default=now, now=now)
+    until = parse_time(args.until, default=now, now=now)
+    require_format(args.format)  # before the database: a missing extra is the user's to fix
+    engine = create_engine(url)
+    try:
+        rows = await export_ledger(engine, since, until, fmt=args.format, out=args.out)
+    finally:
+        await engine.dispose()
+    print(f"exported {rows} rows created {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC to {args.out}")
     return 0

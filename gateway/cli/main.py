@@ -17,6 +17,7 @@ import gateway.cli.ledger as cli_ledger
 import gateway.cli.pricing as cli_pricing
 import gateway.cli.routing as cli_routing
 from gateway.accounting.catalogs import CatalogNotFound
+from gateway.accounting.export import MissingExtra
 from gateway.cli import ledger_access
 from gateway.cli.ledger_access import OPEN_ERRORS, LedgerUnavailable, reason
 from gateway.config.loader import ConfigError, load_config
@@ -108,12 +109,12 @@ def _run(argv: list[str] | None) -> int:
         return cli_routing.run(args)
     if args.command in cli_demo.COMMANDS:
         return cli_demo.run(args)
-    if args.command in ("spend", "reprice", *cli_keys.COMMANDS):
+    if args.command in ("spend", "reprice", "ledger", *cli_keys.COMMANDS):
         try:
             if args.command in cli_keys.COMMANDS:
                 return cli_keys.run(args, load=_offline_config)
             return cli_ledger.run(args, load=_offline_config)
-        except (ConfigError, InvalidRequest, CatalogNotFound, LedgerUnavailable) as exc:
+        except (ConfigError, InvalidRequest, CatalogNotFound, LedgerUnavailable, MissingExtra) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except OPEN_ERRORS as exc:  # checked at the start, the database failed part way through
