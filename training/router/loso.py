@@ -1,0 +1,168 @@
+"""Leave-one-source-out: the router's headline figure. Fit on every source but one, score the one left out.
+
+`python -m training.router.loso` prints, per source: n, the AUROC of the semantic head when that
+source was held out of fitting, of prompt length, and of the shipped 1.8 classifier (which was
+fitted on the RouteLLM and CLINC/NQ rows, so its figures on those are not held out); then the
+pooled figure over every held-out score. A source with one class (CLINC150, NQ-open, MATH-500's
+labelled rows are all `simple`) gets the share that would route cheap at the operating threshold.
+
+`loso_table(rows, fit, score)` is the library function (for `tollgate route-eval --loso`): `fit`
+takes training rows and returns a model, `score` takes the model and rows and returns scores.
+`--dims`, `--features`, `--l2` try other heads without shipping them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from gateway.routing.evaluation import auroc
+from training.router.common import (
+    Row,
+    balanced_weights,
+    embed_rows,
+    feature_rows,
+    fit_logistic,
+    load_rows,
+)
+
+Model = TypeVar("Model")
+Score = Callable[[Sequence[Row]], list[float]]
+DEFAULT_FEATURES = ("log_chars", "code", "maths")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFigure:
+    source: str
+    n: int
+    n_complex: int
+    auroc: float | None  # None when the source has one class
+    cheap_share: float  # share scored under the threshold (routed cheap)
+    baselines: dict[str, float | None]  # name -> AUROC of that baseline on the same rows
+
+
+def loso_table(
+    rows: Sequence[Row],
+    fit: Callable[[Sequence[Row]], Model],
+    score: Callable[[Model, Sequence[Row]], list[float]],
+    *,
+    threshold: float = 0.5,
+    baselines: dict[str, Score] | None = None,
+) -> tuple[list[SourceFigure], SourceFigure]:
+    """Per-source held-out figures and the pooled one ("all"). Dev rows are scored, never fitted."""
+    baselines = baselines or {"length": lambda rs: [float(len(r.prompt)) for r in rs]}
+    figures = []
+    pooled_y: list[bool] = []
+    pooled: list[float] = []
+    pooled_base: dict[str, list[float]] = {name: [] for name in baselines}
+    for source in sorted({row.source for row in rows}):
+        held = [row for row in rows if row.source == source]
+        model = fit([row for row in rows if row.source != source and not row.dev])
+        scores = score(model, held)
+        labels = [row.complex for row in held]
+        pooled_y += labels
+        pooled += scores
+        base = {}
+        for name, baseline in baselines.items():
+            values = baseline(held)
+            pooled_base[name] += values
+            base[name] = _auroc(labels, values)
+        figures.append(_figure(source, labels, scores, threshold, base))
+    total = _figure(
+        "all", pooled_y, pooled, threshold, {n: _auroc(pooled_y, v) for n, v in pooled_base.items()}
+    )
+    return figures, total
+
+
+def _figure(
+    source: str, labels: list[bool], scores: list[float], threshold: float, base: dict[str, float | None]
+) -> SourceFigure:
+    cheap = sum(1 for s in scores if s < threshold) / len(scores) if scores else 0.0
+    return SourceFigure(source, len(labels), sum(labels), _auroc(labels, scores), cheap, base)
+
+
+def _auroc(labels: list[bool], scores: Sequence[float]) -> float | None:
+    return auroc(labels, list(scores)) if 0 < sum(labels) < len(labels) else None
+
+
+def render(figures: list[SourceFigure], total: SourceFigure, title: str) -> str:
+    names = list(total.baselines)
+    head = f"{'source':32} {'n':>6} {'cplx':>5} {'head':>6} " + " ".join(f"{n:>7}" for n in names)
+    lines = [title, head + f" {'cheap%':>7}"]
+    for f in [*figures, total]:
+        cells = " ".join(f"{_cell(f.baselines[n]):>7}" for n in names)
+        lines.append(f"{f.source:32} {f.n:6} {f.n_complex:5} {_cell(f.auroc):>6} {cells} {f.cheap_share:7.1%}")
+    wins = [f.source for f in figures if f.auroc is not None and f.auroc < (f.baselines.get("length") or 0)]
+    lines.append(f"sources where the head ranks below length: {', '.join(wins) or 'none'}")
+    return "\n".join(lines)
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+class HeadExperiment:
+    """Precomputed inputs for every row, so each fold is one Newton fit (seconds, not minutes)."""
+
+    def __init__(self, rows: Sequence[Row], emb: np.ndarray, feats: np.ndarray, *, l2: float) -> None:
+        self.index = {row.id: k for k, row in enumerate(rows)}
+        self.emb, self.feats, self.l2 = emb, feats, l2
+
+    def fit(self, rows: Sequence[Row]) -> Any:
+        idx = [self.index[row.id] for row in rows]
+        y = np.asarray([row.complex for row in rows])
+        return fit_logistic(self.emb[idx], self.feats[idx], y, balanced_weights(rows), l2=self.l2)
+
+    def score(self, model: Any, rows: Sequence[Row]) -> list[float]:
+        idx = [self.index[row.id] for row in rows]
+        logits = model.logits(self.emb[idx], self.feats[idx])
+        return [float(v) for v in 1.0 / (1.0 + np.exp(-logits))]
+
+
+def old_classifier_scores() -> Score:
+    """The shipped 1.8 classifier, loaded the shipped way, on each prompt as one user message."""
+    from gateway.routing.classifier import ComplexityClassifier
+
+    classifier = ComplexityClassifier.load()
+    return lambda rs: [classifier.score({"messages": [{"role": "user", "content": r.prompt}]}) for r in rs]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--features", default=",".join(DEFAULT_FEATURES), help="comma-separated, or ''")
+    parser.add_argument("--l2", type=float, default=3.0)
+    parser.add_argument("--matrix", help="a full-width float matrix from distill --keep-full (experiments)")
+    parser.add_argument("--dims", type=int, help="with --matrix: the PCA width to try")
+    parser.add_argument("--no-old", action="store_true", help="skip the 1.8 classifier's column")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows = load_rows()
+    embedder = None
+    if args.matrix:
+        from gateway.routing.embedding import StaticEmbedder
+
+        shipped = StaticEmbedder.load()
+        full = np.load(args.matrix)
+        embedder = StaticEmbedder(full[:, : args.dims or full.shape[1]], shipped.tokenizer)
+    names = [n for n in args.features.split(",") if n]
+    experiment = HeadExperiment(rows, embed_rows(rows, embedder), feature_rows(rows, names), l2=args.l2)
+    baselines: dict[str, Score] = {"length": lambda rs: [float(len(r.prompt)) for r in rs]}
+    if not args.no_old:
+        baselines["1.8"] = old_classifier_scores()
+    figures, total = loso_table(rows, experiment.fit, experiment.score, baselines=baselines)
+    width = embedder.dims if embedder else "shipped"
+    title = (
+        f"leave-one-source-out, head = embedding ({width} dims) + {names or 'no features'}, l2 {args.l2}; "
+        f"{len(rows)} labelled rows; cheap% at threshold 0.5"
+    )
+    print(render(figures, total, title))
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
