@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer  # type: ignore[import-untyped]
 
 ARTEFACT_DIR = "static_embed"
 HEAD_CHARS = 1000
@@ -46,7 +46,7 @@ class Embedder(Protocol):
 
 
 class StaticEmbedder:
-    """The shipped distilled MiniLM token table; `embed(text)` is a unit float32 vector (zeros for no text)."""
+    """The shipped distilled MiniLM token table; `embed(text)` is a unit float32 vector (zeros: no text)."""
 
     def __init__(self, matrix: Vector, tokenizer: Tokenizer) -> None:
         if matrix.ndim != 2 or matrix.shape[0] != tokenizer.get_vocab_size():

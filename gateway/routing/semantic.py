@@ -2,8 +2,9 @@
 
 A route is what an operator declares (name, description, example requests); the router embeds its
 examples once and sends each request to the route whose centroid (of its examples and description)
-is nearest, by cosine of the static MiniLM embeddings in `embedding`. The difficulty head then scores the request in [0, 1]; the
-route's thresholds decide whether that moves it a tier (the config's business, not this module's).
+is nearest, by cosine of the static MiniLM embeddings in `embedding`. The difficulty head then
+scores the request in [0, 1]; the route's thresholds decide whether that moves it a tier (the
+config's business, not this module's).
 
 What is read, and why:
 - The **last user message** is what is scored: a follow-up's difficulty is its own. Earlier user
@@ -259,6 +260,7 @@ class SemanticRouter:
                     owners.append(index)
         if not texts:
             raise ValueError("routes need examples or descriptions to match against")
+        self._head_reads_embedding = bool(np.any(self.head.w))  # else the context is not embedded
         self._texts = tuple(texts)
         self._owners = np.asarray(owners, dtype=np.int64)
         self._matrix = np.stack([self.embedder.embed(text) for text in texts])
@@ -286,7 +288,7 @@ class SemanticRouter:
         mine = np.flatnonzero(self._owners == route)
         nearest = int(mine[int(np.argmax(self._matrix[mine] @ vector))])
         scored = vector
-        if ask.context:
+        if ask.context and self._head_reads_embedding:
             mixed = vector + CONTEXT_WEIGHT * self.embedder.embed(ask.context)
             norm = float(np.sqrt(mixed @ mixed))
             scored = (mixed / norm).astype(np.float32) if norm > 0 else vector

@@ -33,7 +33,7 @@ from training.router.common import (
 
 Model = TypeVar("Model")
 Score = Callable[[Sequence[Row]], list[float]]
-DEFAULT_FEATURES = ("log_chars", "code", "maths")
+DEFAULT_FEATURES = ("log_chars",)  # what the shipped head reads (train.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,7 @@ class SourceFigure:
     auroc: float | None  # None when the source has one class
     cheap_share: float  # share scored under the threshold (routed cheap)
     baselines: dict[str, float | None]  # name -> AUROC of that baseline on the same rows
+    routed_cheap: float | None = None  # share the default routes + thresholds would answer cheap
 
 
 def loso_table(
@@ -93,10 +94,13 @@ def _auroc(labels: list[bool], scores: Sequence[float]) -> float | None:
 def render(figures: list[SourceFigure], total: SourceFigure, title: str) -> str:
     names = list(total.baselines)
     head = f"{'source':32} {'n':>6} {'cplx':>5} {'head':>6} " + " ".join(f"{n:>7}" for n in names)
-    lines = [title, head + f" {'cheap%':>7}"]
+    lines = [title, head + f" {'cheap%':>7} {'routed':>7}"]
     for f in [*figures, total]:
         cells = " ".join(f"{_cell(f.baselines[n]):>7}" for n in names)
-        lines.append(f"{f.source:32} {f.n:6} {f.n_complex:5} {_cell(f.auroc):>6} {cells} {f.cheap_share:7.1%}")
+        routed = "" if f.routed_cheap is None else f" {f.routed_cheap:7.1%}"
+        lines.append(
+            f"{f.source:32} {f.n:6} {f.n_complex:5} {_cell(f.auroc):>6} {cells} {f.cheap_share:7.1%}{routed}"
+        )
     wins = [f.source for f in figures if f.auroc is not None and f.auroc < (f.baselines.get("length") or 0)]
     lines.append(f"sources where the head ranks below length: {', '.join(wins) or 'none'}")
     return "\n".join(lines)
@@ -124,6 +128,40 @@ class HeadExperiment:
         return [float(v) for v in 1.0 / (1.0 + np.exp(-logits))]
 
 
+def default_tier(
+    strength: str, difficulty: float, lower_below: float | None, raise_above: float | None
+) -> int:
+    """0 cheap, 1 middle, 2 strong: a route's strength moved one tier by its thresholds."""
+    tier = {"cheap": 0, "middle": 1, "strong": 2}[strength]
+    if lower_below is not None and difficulty < lower_below:
+        return max(0, tier - 1)
+    if raise_above is not None and difficulty > raise_above:
+        return min(2, tier + 1)
+    return tier
+
+
+def with_routed_cheap(
+    figures: list[SourceFigure], rows: Sequence[Row], scores: dict[str, float]
+) -> list[SourceFigure]:
+    """Each figure with the share of its rows the shipped default routes would send to the cheap tier,
+    the difficulty being the held-out score (`scores`, by row id)."""
+    from dataclasses import replace
+
+    from gateway.routing.semantic import SemanticRouter, load_default_routes
+
+    defaults = {route.name: route for route in load_default_routes()}
+    router = SemanticRouter([route.spec() for route in defaults.values()])
+    out = []
+    for figure in figures:
+        held = [row for row in rows if row.source == figure.source]
+        cheap = 0
+        for row in held:
+            route = defaults[router.match_text(row.prompt).route]
+            cheap += default_tier(route.strength, scores[row.id], route.lower_below, route.raise_above) == 0
+        out.append(replace(figure, routed_cheap=cheap / len(held)))
+    return out
+
+
 def old_classifier_scores() -> Score:
     """The shipped 1.8 classifier, loaded the shipped way, on each prompt as one user message."""
     from gateway.routing.classifier import ComplexityClassifier
@@ -138,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--l2", type=float, default=3.0)
     parser.add_argument("--matrix", help="a full-width float matrix from distill --keep-full (experiments)")
     parser.add_argument("--dims", type=int, help="with --matrix: the PCA width to try")
+    parser.add_argument("--embedding", action="store_true", help="the head also reads the embedding")
     parser.add_argument("--no-old", action="store_true", help="skip the 1.8 classifier's column")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -150,15 +189,24 @@ def main(argv: list[str] | None = None) -> None:
         full = np.load(args.matrix)
         embedder = StaticEmbedder(full[:, : args.dims or full.shape[1]], shipped.tokenizer)
     names = [n for n in args.features.split(",") if n]
-    experiment = HeadExperiment(rows, embed_rows(rows, embedder), feature_rows(rows, names), l2=args.l2)
+    emb = embed_rows(rows, embedder) if args.embedding else np.zeros((len(rows), 0))
+    experiment = HeadExperiment(rows, emb, feature_rows(rows, names), l2=args.l2)
+    held_scores: dict[str, float] = {}
+
+    def score(model: Any, rs: Sequence[Row]) -> list[float]:
+        values = experiment.score(model, rs)
+        held_scores.update(zip((r.id for r in rs), values, strict=True))
+        return values
+
     baselines: dict[str, Score] = {"length": lambda rs: [float(len(r.prompt)) for r in rs]}
     if not args.no_old:
         baselines["1.8"] = old_classifier_scores()
-    figures, total = loso_table(rows, experiment.fit, experiment.score, baselines=baselines)
-    width = embedder.dims if embedder else "shipped"
+    figures, total = loso_table(rows, experiment.fit, score, baselines=baselines)
+    figures = with_routed_cheap(figures, rows, held_scores)
+    width = (embedder.dims if embedder else "shipped") if args.embedding else "no"
     title = (
-        f"leave-one-source-out, head = embedding ({width} dims) + {names or 'no features'}, l2 {args.l2}; "
-        f"{len(rows)} labelled rows; cheap% at threshold 0.5"
+        f"leave-one-source-out, head = {width} embedding + {names or 'no features'}, l2 {args.l2}; "
+        f"{len(rows)} labelled rows; cheap% = difficulty < 0.5; routed = cheap tier via default routes"
     )
     print(render(figures, total, title))
     print(f"({time.perf_counter() - started:.0f} s)")

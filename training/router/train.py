@@ -46,7 +46,11 @@ def build(features: list[str], *, embedding: bool, l2: float) -> dict[str, objec
     dims = default_embedder().dims
     emb = embed_rows(rows) if embedding else np.zeros((len(rows), 0))
     fitted = fit_logistic(
-        emb, feature_rows(rows, features), np.asarray([r.complex for r in rows]), balanced_weights(rows), l2=l2
+        emb,
+        feature_rows(rows, features),
+        np.asarray([r.complex for r in rows]),
+        balanced_weights(rows),
+        l2=l2,
     )
     weights = fitted.embedding_weights if embedding else np.zeros(dims)
     digest = hashlib.sha256()
