@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, model_validator
 from gateway.config.base import Strict
 from gateway.config.routing_checks import EscalationConfig, ShadowConfig
 from gateway.config.self_hosted import (
+from gateway.config.routes import RouteConfig
     FleetConfig,
     GpuConfig,
     LaunchConfig,
@@ -286,15 +287,21 @@ class RoutingTier(Strict):
 
 
 class RoutingConfig(Strict):
-    """Complexity routing for the public model `auto_model`: the classifier's score picks a tier.
+    """Routing for the public model `auto_model`: a request is matched to a route (`routes`, by
+    task), which names its tier; a difficulty score inside the route may move it one tier.
 
-    With tiers [local, standard, frontier] and thresholds [0.17, 0.6], a score below 0.17 goes to
-    local, below 0.6 to standard, the rest to frontier. A failing tier falls back to the ones above.
+    `routes` unset: the shipped default routes (gateway/routing/default_routes.yaml), mapped onto
+    the tiers (cheap = first, strong = last, middle = the middle one, the cheaper of two middles).
+    `routes: []`: no route matching; the complexity score picks the tier by `thresholds`: with
+    tiers [local, standard, frontier] and thresholds [0.17, 0.6], a score below 0.17 goes to local,
+    below 0.6 to standard, the rest to frontier. A team with its own `routing_thresholds` is routed
+    by score too. A failing tier falls back to the ones above.
     """
 
     auto_model: str = "auto"
     tiers: tuple[RoutingTier, ...] = ()
     thresholds: tuple[float, ...] = ()
+    routes: tuple[RouteConfig, ...] | None = None
     # Whether clients may force a tier with `x-tollgate-tier` (each team may override it); a
     # forced tier must still be one of the team's `allowed_tiers`.
     allow_forced_tier: bool = True
@@ -308,7 +315,9 @@ class RoutingConfig(Strict):
 
     @model_validator(mode="after")
     def _thresholds_fit_tiers(self) -> RoutingConfig:
-        if self.tiers and len(self.thresholds) != len(self.tiers) - 1:
+        # Thresholds may be left out while routes pick the tier; score-only routing needs them.
+        scored = self.routes == () or bool(self.thresholds)
+        if self.tiers and scored and len(self.thresholds) != len(self.tiers) - 1:
             raise ValueError(f"{len(self.tiers)} tiers need {len(self.tiers) - 1} thresholds")
         if list(self.thresholds) != sorted(self.thresholds) or any(not 0 <= t <= 1 for t in self.thresholds):
             raise ValueError("thresholds must rise, each between 0 and 1")
