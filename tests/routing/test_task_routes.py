@@ -5,8 +5,10 @@ route's difficulty thresholds move a request one tier."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -129,3 +131,19 @@ def test_no_routes_is_the_old_score_only_routing(sandbox_settings: SettingsFacto
     assert "x-tollgate-route" not in headers
     assert row["route"] is None
     assert row["route_reason"].startswith(f"score {row['route_score']:.2f} -> local")
+
+
+def test_the_spend_api_breaks_spend_down_by_route(sandbox_settings: SettingsFactory) -> None:
+    routes = [{**ROUTES[0], "tier": "frontier"}, {**ROUTES[1], "tier": "local"}]
+    started = datetime.now(UTC).isoformat()  # the module's other tests share this ledger
+    with serve(sandbox_settings(routing={"tiers": TIERS, "routes": routes})) as server:
+        rows = [ask(server, text)[1] for text in (CODE, GREETING, GREETING)]
+        answer = httpx.get(server.base_url + "/v1/spend/routes", params={"since": started}, timeout=10)
+    assert answer.status_code == 200
+    by_route = {row["route"]: row for row in answer.json()["data"]}
+    assert set(by_route) == {"parsers", "greetings"}
+    parsers, greetings = by_route["parsers"], by_route["greetings"]
+    assert (parsers["requests"], parsers["cheapest_share"], parsers["cheapest_tier"]) == (1, 0.0, "local")
+    assert (greetings["requests"], greetings["cheapest_share"]) == (2, 1.0)
+    assert parsers["cost_nano"] == rows[0]["cost_nano"] > 0
+    assert greetings["cost_nano"] == rows[1]["cost_nano"] + rows[2]["cost_nano"]
