@@ -27,9 +27,9 @@ import yaml
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from gateway.accounting.database import create_engine, resolve_database_url
 from gateway.accounting.schema import request_bodies, requests
 from gateway.config.schema import RoutingConfig
-from gateway.accounting.database import create_engine, resolve_database_url
 from gateway.routing import evaluation
 from gateway.routing.features import FEATURE_NAMES, extract_features
 from gateway.routing.routes import RouteTable

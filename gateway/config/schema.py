@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.base import Strict
+from gateway.config.routes import RouteConfig
 from gateway.config.routing_checks import EscalationConfig, ShadowConfig
 from gateway.config.self_hosted import (
-from gateway.config.routes import RouteConfig
     FleetConfig,
     GpuConfig,
     LaunchConfig,

@@ -189,7 +189,7 @@ async def _from_cache(
         "x-tollgate-attempts": "0",
         "x-tollgate-cache": status,
         "x-tollgate-cost-usd": "0",
-        **({ROUTE_HEADER: record.route} if record.route else {}),
+        **({ROUTE_HEADER: settlement.record.route} if settlement.record.route else {}),
     }
     await settlement.answered_from_cache(answer, model)
     if not chat.stream:

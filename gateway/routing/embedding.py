@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Tokenizer  # type: ignore[import-untyped]
+from tokenizers import Tokenizer
 
 ARTEFACT_DIR = "static_embed"
 HEAD_CHARS = 1000
@@ -111,6 +111,8 @@ class StaticEmbedder:
         ids = self.ids(text) if text else []
         if not ids:
             return self._zero.copy()
+        # Sorted: the ids' order depends on which words were cached, and a float sum on its order.
+        ids.sort()
         total = self.matrix.take(ids, axis=0).sum(axis=0)  # the mean's direction: no need to divide
         norm = float(np.sqrt(total @ total))
         return (total / norm).astype(np.float32) if norm > 0 else self._zero.copy()

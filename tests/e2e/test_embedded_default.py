@@ -165,7 +165,8 @@ def test_auto_routes_by_complexity_out_of_the_box(served: tuple[str, Path, Path]
         time.sleep(0.05)
     by_tier = {tier: (model, score, reason, route) for tier, model, score, reason, route in rows}
     assert by_tier["local"][0] == "llama-3.1-8b-instruct"
-    assert by_tier["frontier"][0] == "gpt-4o" and by_tier["frontier"][3] == "maths"
+    # A proof with a design question in it: either strong route is a right reading.
+    assert by_tier["frontier"][0] == "gpt-4o" and by_tier["frontier"][3] in {"maths", "analysis"}
     for _model, difficulty, reason, route in by_tier.values():
         assert 0 <= difficulty <= 1 and reason.startswith(f"route {route} ")
 

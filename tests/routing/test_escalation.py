@@ -23,6 +23,7 @@ LOCAL_UPSTREAM = "meta-llama/Llama-3.1-8B-Instruct"
 ROUTING: dict[str, Any] = {
     "tiers": [{"name": "local", "models": ["llama"]}, {"name": "frontier", "models": ["gpt-4o-mini"]}],
     "thresholds": [0.95],  # everything these tests send is answered local first
+    "routes": [],  # by score alone, so the thresholds above decide
 }
 MESSAGES: list[Any] = [{"role": "user", "content": "Which letter? A, B, C or D."}]
 SCHEMA = {
