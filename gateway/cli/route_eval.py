@@ -234,9 +234,13 @@ def _configured_database(path: Path | None) -> str:
 
 
 def loso(path: Path, out: TextIO) -> None:
-    """Leave-one-source-out figures from the training library (it needs numpy and scikit-learn)."""
+    """Leave-one-source-out figures per source beside length, from the training library (a checkout's
+    `training/`, with the `train` extra)."""
     try:
         library = importlib.import_module("training.router.loso")
     except ImportError as exc:
         raise EvalError(f"--loso needs the optional 'train' extra ({_TRAIN_HINT}): {exc}") from exc
-    library.loso_table(path, out=out)
+    try:
+        library.loso_file(path, out)
+    except (ValueError, KeyError) as exc:
+        raise EvalError(str(exc)) from exc

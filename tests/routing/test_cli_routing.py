@@ -333,6 +333,23 @@ def test_loso_without_the_train_extra_says_what_to_install(
     assert err.count("\n") == 1 and "pip install 'tollgate[train]'" in err
 
 
+def test_loso_prints_each_held_out_source_beside_length(tmp_path: Path) -> None:
+    code, out, err = run(str(chat_logs(tmp_path)), "--loso")
+    assert code == 0, err
+    lines = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:]}
+    # source, n, complex, head AUROC, length AUROC: one complex and one simple row per source
+    assert lines["ide"][:2] == ["2", "1"] and lines["support"][:2] == ["2", "1"]
+    assert lines["all"][:2] == ["4", "2"]
+    assert out.splitlines()[1].split()[:5] == ["source", "n", "cplx", "head", "length"]
+
+
+def test_loso_needs_two_sources(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"prompt": GREETING, "label": "simple", "source": "ide"}) + "\n")
+    code, out, err = run(str(path), "--loso")
+    assert (code, out) == (1, "") and "at least two sources" in err
+
+
 def test_from_ledger_routes_what_a_real_gateway_stored(tmp_path: Path, sandbox_settings: Any) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
     run_migrations(url)

@@ -14,14 +14,17 @@ takes training rows and returns a model, `score` takes the model and rows and re
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
 
 import numpy as np
 
 from gateway.routing.evaluation import auroc
+from gateway.routing.semantic import read_ask
 from training.router.common import (
     Row,
     balanced_weights,
@@ -168,6 +171,36 @@ def old_classifier_scores() -> Score:
 
     classifier = ComplexityClassifier.load()
     return lambda rs: [classifier.score({"messages": [{"role": "user", "content": r.prompt}]}) for r in rs]
+
+
+def read_logs(path: Path) -> list[Row]:
+    """Labelled chat logs (one JSON object a line: `messages`, or `prompt` as a string or a message
+    list; `label` simple|complex; `source`) as rows; unlabelled lines are skipped. The prompt is what
+    the router reads: the last user message."""
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            if not isinstance(item, dict) or item.get("label") not in ("simple", "complex"):
+                continue
+            ask = read_ask(item)
+            source = str(item.get("source") or "unknown")
+            rows.append(Row(str(item.get("id", number)), source, ask.text, item["label"] == "complex", False))
+    return rows
+
+
+def loso_file(path: Path, out: TextIO, *, features: Sequence[str] = DEFAULT_FEATURES) -> None:
+    """`tollgate route-eval --loso FILE`: the shipped head's inputs refitted on every source of the
+    file but one and scored on that one, each source beside prompt length."""
+    rows = read_logs(path)
+    if len({row.source for row in rows}) < 2:
+        raise ValueError(f"{path}: --loso needs labelled rows from at least two sources")
+    experiment = HeadExperiment(rows, np.zeros((len(rows), 0)), feature_rows(rows, features), l2=3.0)
+    figures, total = loso_table(rows, experiment.fit, experiment.score)
+    title = f"leave-one-source-out on {path}: head = {', '.join(features)}; {len(rows)} labelled rows"
+    print(render(figures, total, title), file=out)
 
 
 def main(argv: list[str] | None = None) -> None:
