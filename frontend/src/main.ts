@@ -8,6 +8,7 @@ import {
   getJson,
   type Me,
   type Params,
+  type Routing,
   type SpendOverTime,
   type Summary,
   session,
@@ -16,7 +17,7 @@ import {
 } from "./api";
 import { destroyAll, drawBudgets, drawFleet, drawLatency, drawSavings, drawSpend } from "./charts";
 import { dayLabel, formatCount, formatMs, formatPercent, formatUsd } from "./format";
-import { fillBudgets, fillFleet, fillTop } from "./tables";
+import { fillBudgets, fillFleet, fillRouting, fillTop } from "./tables";
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 
@@ -134,12 +135,13 @@ async function refresh(): Promise<void> {
   setState("loading");
   notice(null);
   try {
-    const [summary, series, budgets, top, fleet] = await Promise.all([
+    const [summary, series, budgets, top, fleet, routing] = await Promise.all([
       getJson<Summary>("summary", params),
       getJson<SpendOverTime>("spend-over-time", { ...params, stack }),
       getJson<Budgets>("budgets", params),
       getJson<Top>("top", params),
       getJson<Fleet>("fleet", params),
+      getJson<Routing>("routing", params),
     ]);
     if (mine !== generation) return;
     showTiles(summary);
@@ -153,6 +155,7 @@ async function refresh(): Promise<void> {
     fillFleet(fleet);
     $("fleet-caption").textContent = `blended $/MTok at ${fleet.mix.input}:${fleet.mix.output} in:out`;
     fillTop(top);
+    fillRouting(routing);
     setState("ready");
   } catch (error) {
     if (mine !== generation) return;
