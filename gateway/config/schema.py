@@ -302,6 +302,9 @@ class RoutingConfig(Strict):
     tiers: tuple[RoutingTier, ...] = ()
     thresholds: tuple[float, ...] = ()
     routes: tuple[RouteConfig, ...] | None = None
+    # A request goes to a cheapest-tier route when that route is at most this much (cosine) less near
+    # than its nearest one (chosen leave-one-source-out: docs/routing/semantic.md); 0 turns it off.
+    cheap_route_margin: float = Field(default=0.04, ge=0, le=1)
     # Whether clients may force a tier with `x-tollgate-tier` (each team may override it); a
     # forced tier must still be one of the team's `allowed_tiers`.
     allow_forced_tier: bool = True

@@ -127,8 +127,14 @@ class RouteTable:
                         route.escalate,
                     )
                 )
-        build: MatcherFactory = matcher or SemanticRouter
-        return cls(routes, build(specs), tiers=len(tiers))
+        if matcher is None:
+            cheapest = frozenset(route.name for route in routes if route.tier == 0)
+            return cls(
+                routes,
+                SemanticRouter(specs, prefer=cheapest, margin=config.cheap_route_margin),
+                tiers=len(tiers),
+            )
+        return cls(routes, matcher(specs), tiers=len(tiers))
 
     def decide(self, body: Mapping[str, Any]) -> Decision:
         match = self._matcher.match(body)

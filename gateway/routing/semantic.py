@@ -242,13 +242,19 @@ class SemanticRouter:
         *,
         embedder: Embedder | None = None,
         head: DifficultyHead | None = None,
+        prefer: frozenset[str] = frozenset(),
+        margin: float = 0.0,
     ) -> None:
+        """`prefer` (the cheapest tier's routes) wins over a nearer route that is at most `margin`
+        (cosine) nearer: short everyday asks sit almost as near analysis or maths as chit-chat."""
         if not routes:
             raise ValueError("a semantic router needs at least one route")
         names = [route.name for route in routes]
         if len(set(names)) != len(names):
             raise ValueError(f"route names must be unique: {names}")
         self.routes = tuple(routes)
+        self._preferred = np.asarray([route.name in prefer for route in self.routes])
+        self._margin = float(margin)
         self.embedder = embedder or default_embedder()
         self.head = head or DifficultyHead.load()
         texts: list[str] = []
@@ -285,6 +291,10 @@ class SemanticRouter:
         vector = self.embedder.embed(ask.text)
         sims = self._centroids @ vector
         route = int(np.argmax(sims))  # no text: a zero vector, the first declared route
+        if self._margin > 0 and self._preferred.any() and not self._preferred[route]:
+            near = int(np.argmax(np.where(self._preferred, sims, -np.inf)))
+            if sims[route] - sims[near] < self._margin:
+                route = near
         mine = np.flatnonzero(self._owners == route)
         nearest = int(mine[int(np.argmax(self._matrix[mine] @ vector))])
         scored = vector

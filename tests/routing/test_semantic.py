@@ -1,5 +1,6 @@
 """The semantic router on the shipped default routes and head: what a request is matched to and scored."""
 
+import numpy as np
 import pytest
 
 from gateway.routing.semantic import (
@@ -107,3 +108,30 @@ def test_custom_routes_and_a_head_from_bytes() -> None:
         SemanticRouter([])
     with pytest.raises(ValueError):
         SemanticRouter([RouteSpec("a", "x", ()), RouteSpec("a", "y", ())])
+
+
+class _Fixed:
+    """An embedder that reads each text as a fixed unit vector (so similarities are chosen)."""
+
+    dims = 2
+
+    def __init__(self, vectors: dict[str, tuple[float, float]]) -> None:
+        self.vectors = vectors
+
+    def embed(self, text: str) -> np.ndarray:
+        v = np.asarray(self.vectors.get(text, (0.0, 0.0)), dtype=np.float32)
+        n = float(np.linalg.norm(v))
+        return v / n if n else v
+
+
+def test_a_cheap_route_wins_when_it_is_nearly_as_near() -> None:
+    embedder = _Fixed({"analyse": (1.0, 0.0), "chat": (0.0, 1.0), "ask": (1.0, 0.9), "deep": (1.0, 0.2)})
+    specs = [RouteSpec("analysis", "", ("analyse",)), RouteSpec("chat", "", ("chat",))]
+    head = DifficultyHead(
+        embedding_weights=[0.0, 0.0], features=[], means=[], scales=[], feature_weights=[], intercept=0.0
+    )
+    plain = SemanticRouter(specs, embedder=embedder, head=head)
+    preferring = SemanticRouter(specs, embedder=embedder, head=head, prefer=frozenset({"chat"}), margin=0.1)
+    # "ask" is 0.74 near analysis and 0.67 near chat: within the margin, so chat.
+    assert (plain.match_text("ask").route, preferring.match_text("ask").route) == ("analysis", "chat")
+    assert preferring.match_text("deep").route == "analysis"  # 0.98 against 0.20: stays

@@ -144,16 +144,25 @@ def default_tier(
 
 
 def with_routed_cheap(
-    figures: list[SourceFigure], rows: Sequence[Row], scores: dict[str, float]
+    figures: list[SourceFigure],
+    rows: Sequence[Row],
+    scores: dict[str, float],
+    *,
+    cheap_margin: float | None = None,
 ) -> list[SourceFigure]:
     """Each figure with the share of its rows the shipped default routes would send to the cheap tier,
     the difficulty being the held-out score (`scores`, by row id)."""
     from dataclasses import replace
 
+    from gateway.config.schema import RoutingConfig
     from gateway.routing.semantic import SemanticRouter, load_default_routes
 
     defaults = {route.name: route for route in load_default_routes()}
-    router = SemanticRouter([route.spec() for route in defaults.values()])
+    cheap = frozenset(name for name, route in defaults.items() if route.strength == "cheap")
+    margin = (
+        RoutingConfig.model_fields["cheap_route_margin"].default if cheap_margin is None else cheap_margin
+    )
+    router = SemanticRouter([route.spec() for route in defaults.values()], prefer=cheap, margin=margin)
     out = []
     for figure in figures:
         held = [row for row in rows if row.source == figure.source]
@@ -211,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dims", type=int, help="with --matrix: the PCA width to try")
     parser.add_argument("--embedding", action="store_true", help="the head also reads the embedding")
     parser.add_argument("--no-old", action="store_true", help="skip the 1.8 classifier's column")
+    parser.add_argument(
+        "--cheap-margin", type=float, help="routing.cheap_route_margin to try"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     rows = load_rows()
@@ -235,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_old:
         baselines["1.8"] = old_classifier_scores()
     figures, total = loso_table(rows, experiment.fit, score, baselines=baselines)
-    figures = with_routed_cheap(figures, rows, held_scores)
+    figures = with_routed_cheap(figures, rows, held_scores, cheap_margin=args.cheap_margin)
     width = (embedder.dims if embedder else "shipped") if args.embedding else "no"
     title = (
         f"leave-one-source-out, head = {width} embedding + {names or 'no features'}, l2 {args.l2}; "
