@@ -23,6 +23,14 @@ from gateway.routing.classifier import ComplexityClassifier
 from gateway.routing.second_stage import SecondStageUnavailable, load_classifier
 
 SECOND_STAGE_CALLS = 200
+SEMANTIC_CALLS = 5000
+
+_CODE_BLOCK = (
+    "This handler double-charges when the retry and the webhook race. Fix it and explain why.\n```python\n"
+    + "async def on_payment(event):\n    order = await orders.get(event.order_id)\n"
+    "    if order.status != 'paid':\n        await charge(order)\n        order.status = 'paid'\n"
+    "        await orders.save(order)\n" * 12 + "```"
+)
 
 _QUESTION = (
     "A 45-year-old man has had intermittent chest pain on exertion for three months. Which of the "
@@ -91,6 +99,51 @@ def bodies() -> dict[str, dict[str, Any]]:
     }
 
 
+def semantic_bodies() -> dict[str, dict[str, Any]]:
+    """Realistic bodies for the semantic router: a short ask, a 5-turn chat, a 20 KB RAG prompt,
+    a 100 KB document, a pasted code block."""
+    system = {"role": "system", "content": "You are a helpful assistant for Acme's support team."}
+    chat = [system]
+    for k in range(5):
+        chat.append(
+            {"role": "user", "content": f"Question {k}: how do I rotate the API key for project {k}?"}
+        )
+        chat.append({"role": "assistant", "content": "You open settings, then keys, then rotate. " * 20})
+    chat.append({"role": "user", "content": "And can I keep the old key alive for a day?"})
+    rag = large_prompt_text(20_000, seed=5)
+    document = large_prompt_text(100_000, seed=7)
+    return {
+        "short ask": {"messages": [system, {"role": "user", "content": "What is the capital of Peru?"}]},
+        "5-turn chat": {"messages": chat},
+        "20 KB RAG prompt": {
+            "messages": [
+                system,
+                {"role": "user", "content": f"Context:\n{rag}\n\nQuestion: what changed in Q3?"},
+            ]
+        },
+        "100 KB document": {"messages": [{"role": "user", "content": f"Summarise this:\n{document}"}]},
+        "code block": {"messages": [system, {"role": "user", "content": _CODE_BLOCK}]},
+    }
+
+
+def measure_semantic(
+    n: int = SEMANTIC_CALLS, classifier: ComplexityClassifier | None = None
+) -> dict[str, Any]:
+    """`SemanticRouter.match()` (route + difficulty, shipped defaults) beside the 1.8 `assess()`,
+    per body, p50/p99 µs, tokenisation included."""
+    from gateway.routing.semantic import SemanticRouter, load_default_routes
+
+    router = SemanticRouter([route.spec() for route in load_default_routes()])
+    classifier = classifier or ComplexityClassifier.load()
+    out: dict[str, Any] = {"n": n, "bodies": {}}
+    for name, body in semantic_bodies().items():
+        out["bodies"][name] = {
+            "semantic": _time(partial(router.match, body), n),
+            "1.8": _time(partial(classifier.assess, body), n),
+        }
+    return out
+
+
 def measure(n: int = 20000, classifier: ComplexityClassifier | None = None) -> dict[str, Any]:
     """p50 / p99 / mean microseconds of `score()` per body (and of `assess()`, which the router
     calls for the score and its reasons), over `n` calls each after a warm-up."""
@@ -100,6 +153,7 @@ def measure(n: int = 20000, classifier: ComplexityClassifier | None = None) -> d
         results["bodies"][name] = _time(partial(classifier.score, body), n)
     short = bodies()["short chat"]
     results["bodies"]["short chat, assess()"] = _time(partial(classifier.assess, short), n)
+    results["semantic"] = measure_semantic(min(n, SEMANTIC_CALLS), classifier)
     results["second_stage"] = measure_second_stage(min(n, SECOND_STAGE_CALLS))
     return results
 
@@ -155,6 +209,14 @@ def render(results: dict[str, Any]) -> str:
         lines.append(
             f"  {name:24} {figures['p50_us']:8.1f} {figures['p99_us']:8.1f} {figures['mean_us']:8.1f}"
         )
+    semantic = results.get("semantic")
+    if semantic is not None:
+        lines.append(f"semantic router match() vs 1.8 assess(): {semantic['n']} calls each, p50 / p99 µs")
+        lines.append(f"  {'body':24} {'semantic':>17} {'1.8':>17}")
+        for name, pair in semantic["bodies"].items():
+            sem, old = pair["semantic"], pair["1.8"]
+            cells = " ".join(f"{f[k]:8.1f}" for f in (sem, old) for k in ("p50_us", "p99_us"))
+            lines.append(f"  {name:24} {cells}")
     second = results.get("second_stage")
     if isinstance(second, str):
         lines.append(f"second stage (MiniLM): {second}")

@@ -1,5 +1,6 @@
 """An `answer` fault (`sandbox.faults`): the planned output replaced by the rule's, so a test can make
-one model answer badly (not JSON, broken tool arguments, cut at `length`, empty) and deterministically."""
+one model answer badly (not JSON, broken tool arguments, cut at `length`, empty, unsure: its logprobs'
+mean is the rule's `mean_logprob`) and deterministically."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def answered(plan: Plan, rule: FaultRule) -> Plan:
 
 
 def _choice(choice: Choice, rule: FaultRule) -> Choice:
+    if rule.content is None and rule.tool_arguments is None:  # mean_logprob alone: the text stands
+        return replace(choice, finish_reason=cast(FinishReason, rule.finish_reason or choice.finish_reason))
     if rule.tool_arguments is not None:
         text, name, default = rule.tool_arguments, rule.tool_name or choice.tool_name or "tool", "tool_calls"
     else:

@@ -12,13 +12,21 @@ A rule is a JSON object::
                                                # answer 200 with this (bad) output instead
     {"kind": "answer", "tool_arguments": "{bad", "tool_name": "lookup"}
                                                # ... or with a tool call passing these arguments
+    {"kind": "answer", "mean_logprob": -3.5}  # ... or the planned text, its logprobs' mean this
 
 plus on every kind ``count`` (matching requests it applies to; default 1, -1 =
 forever), ``model`` (only requests for that model) and ``path`` (only that path;
 by default any API path: ``/v1/...``, or Gemini's ``/v1beta/...``). The
 ``x-sandbox-fault`` request header takes a JSON rule or the short form
 ``429``, ``status=503,retry_after=1``, ``reset``, ``timeout=2``,
-``drop_after=3`` or ``stream_error=1``.
+``drop_after=3``, ``stream_error=1`` or ``mean_logprob=-3.5`` (an answer rule).
+
+An ``answer`` rule changes what a 200 says, whole or streamed, so a test can hand the
+gateway a verifiably bad answer: ``content`` replaces the text, ``tool_arguments`` a tool
+call's arguments (on OpenAI and vLLM a request with ``tools`` but no forced choice then
+calls its first tool), ``finish_reason`` is one of ``stop``, ``length`` or ``tool_calls``
+(each dialect spells it its own way), and ``mean_logprob`` is the mean token log-probability
+the logprobs report (OpenAI and vLLM).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ __all__ = ["FaultBook", "FaultRule", "parse_header", "parse_rule"]
 FaultKind = Literal["status", "timeout", "reset", "drop_after", "stream_error", "answer"]
 _KINDS = ("status", "timeout", "reset", "drop_after", "stream_error", "answer")
 # An `answer` fault's finish reasons (what the engine can plan).
+_ANSWER_FIELDS = frozenset({"content", "tool_arguments", "tool_name", "finish_reason", "mean_logprob"})
 _FINISH_REASONS = ("stop", "length", "tool_calls")
 _STREAM_KINDS = ("drop_after", "stream_error")
 _API_PREFIXES = ("/v1/", "/v1beta/")
@@ -64,6 +73,8 @@ class FaultRule:
     tool_arguments: str | None = None
     tool_name: str | None = None
     finish_reason: str | None = None
+    # The mean token log-probability the answer's logprobs report (OpenAI and vLLM), e.g. -3.5.
+    mean_logprob: float | None = None
 
     def matches(self, path: str, model: str | None, *, stream: bool) -> bool:
         """True when this rule applies to a request."""
@@ -105,6 +116,7 @@ _NUMBERS: dict[str, type] = {
     "chunks": int,
     "after_chunks": int,
     "count": int,
+    "mean_logprob": float,
 }
 _STRINGS = (
     "message",
@@ -123,12 +135,14 @@ def parse_rule(raw: object) -> FaultRule:
     """Validate a JSON rule; raise ValueError naming the bad field."""
     if not isinstance(raw, Mapping):
         raise ValueError("a fault rule must be a JSON object")
-    kind = raw.get("kind", "status" if "status" in raw else None)
+    kind = raw.get("kind", "status" if "status" in raw else "answer" if _ANSWER_FIELDS & raw.keys() else None)
     if kind not in _KINDS:
         raise ValueError(f"fault 'kind' must be one of {', '.join(_KINDS)}")
     values: dict[str, Any] = {"kind": kind}
     for key, value in raw.items():
         if key == "kind":
+            continue
+        if key in _NUMBERS and value is None and key == "mean_logprob":
             continue
         if key in _NUMBERS:
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -151,8 +165,15 @@ def parse_rule(raw: object) -> FaultRule:
         raise ValueError("fault field 'count' must be positive or -1")
     if rule.finish_reason is not None and rule.finish_reason not in _FINISH_REASONS:
         raise ValueError(f"fault field 'finish_reason' must be one of {', '.join(_FINISH_REASONS)}")
-    if rule.kind == "answer" and rule.content is None and rule.tool_arguments is None:
-        raise ValueError("an 'answer' fault needs 'content' or 'tool_arguments'")
+    if (
+        rule.kind == "answer"
+        and rule.content is None
+        and rule.tool_arguments is None
+        and rule.mean_logprob is None
+    ):
+        raise ValueError("an 'answer' fault needs 'content', 'tool_arguments' or 'mean_logprob'")
+    if rule.mean_logprob is not None and not rule.mean_logprob <= 0:
+        raise ValueError("fault field 'mean_logprob' must be 0 or below")
     return rule
 
 

@@ -291,3 +291,22 @@ export interface Fleet {
   mix: { input: number; output: number };
   deployments: FleetDeployment[];
 }
+
+export interface RouteChecks {
+  route: string;
+  requests: number;
+  answered_low: number;
+  share_low: number | null;
+  savings_nano: number;
+  escalated: number;
+  escalation_cost_nano: number;
+  shadow_checks: number;
+  shadow_verdicts: number;
+  shadow_agreed: number;
+  agreement: number | null;
+  shadow_cost_nano: number;
+}
+
+export interface Routing {
+  routes: RouteChecks[];
+}

@@ -11,6 +11,7 @@ import {
   type LatencyReport,
   type Me,
   type Params,
+  type Routing,
   type SpendOverTime,
   type Summary,
   session,
@@ -23,7 +24,7 @@ import { destroyAll, drawBudgets, drawErrors, drawFleet, drawLatency, drawSaving
 import { forgetNames, knowNames } from "./colours";
 import { closeDetail, explorerOptions, explorerParams, loadRequests, resetExplorer, setExplorer } from "./explorer";
 import { dayLabel, formatCount, formatMs, formatPercent, formatUsd } from "./format";
-import { fillBudgets, fillFleet, fillTop } from "./tables";
+import { fillBudgets, fillFleet, fillRouting, fillTop } from "./tables";
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 
@@ -193,14 +194,16 @@ const drill: Drill = (extra) => {
 };
 
 async function refreshOverview(params: Params): Promise<void> {
-  const [summary, series, budgets, top, fleet] = await Promise.all([
+  const [summary, series, budgets, top, fleet, routing] = await Promise.all([
     getJson<Summary>("summary", params),
     getJson<SpendOverTime>("spend-over-time", { ...params, stack }),
     getJson<Budgets>("budgets", params),
     getJson<Top>("top", params),
     getJson<Fleet>("fleet", params),
+    getJson<Routing>("routing", params),
   ]);
-  return drawOverview(summary, series, budgets, top, fleet);
+  drawOverview(summary, series, budgets, top, fleet);
+  fillRouting(routing);
 }
 
 function drawOverview(summary: Summary, series: SpendOverTime, budgets: Budgets, top: Top, fleet: Fleet): void {

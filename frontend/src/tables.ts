@@ -1,7 +1,7 @@
-// The small tables: top keys, top tags, budgets, fleet prices. Text only (textContent), never HTML
+// The small tables: top keys, top tags, budgets, fleet prices, routing per route. Text only (textContent), never HTML
 // from the API, so a key or tag name can't inject markup.
 
-import type { Budgets, Fleet, Top } from "./api";
+import type { Budgets, Fleet, Routing, Top } from "./api";
 import { formatCount, formatPercent, formatUsd } from "./format";
 
 type Cell = string | { text: string; className?: string; title?: string; badge?: string };
@@ -126,5 +126,25 @@ export function fillFleet(data: Fleet): void {
           },
     ]),
     "No models configured.",
+  );
+}
+
+export function fillRouting(data: Routing): void {
+  fill(
+    "table-routing",
+    data.routes.map((r) => [
+      r.route || { text: "(none)", className: "dim" },
+      formatCount(r.requests),
+      r.share_low === null ? { text: "–", className: "dim" } : { text: formatPercent(r.share_low), title: `${formatCount(r.answered_low)} below the top tier` },
+      { text: formatUsd(r.savings_nano), className: r.savings_nano < 0 ? "over" : "" },
+      { text: formatCount(r.escalated), title: `discarded attempts cost ${formatUsd(r.escalation_cost_nano)}` },
+      r.agreement === null
+        ? { text: "–", className: "dim", title: `${formatCount(r.shadow_checks)} shadow checks` }
+        : {
+            text: formatPercent(r.agreement),
+            title: `${formatCount(r.shadow_agreed)} of ${formatCount(r.shadow_verdicts)} verdicts; shadow cost ${formatUsd(r.shadow_cost_nano)}`,
+          },
+    ]),
+    "No auto requests in this range.",
   );
 }

@@ -44,6 +44,7 @@ class RequestRecord:
     tier: str | None = None
     route_reason: str | None = None
     route_score: float | None = None
+    route: str | None = None  # the task route an `auto` request matched
     status: int = 0
     error_type: str | None = None
     error_message: str | None = None
@@ -206,6 +207,7 @@ class RequestRecord:
             "tier": self.tier,
             "route_reason": self.route_reason,
             "route_score": self.route_score,
+            "route": self.route,
             "stream": self.stream,
             "status": self.status,
             "error_type": self.error_type,

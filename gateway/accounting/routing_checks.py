@@ -24,7 +24,7 @@ JUDGE_TAG = "shadow_judge"
 
 @dataclass(frozen=True, slots=True)
 class RouteChecks:
-    route: str  # the matched route; the tier until the ledger has a `route` column
+    route: str  # the matched task route; the tier of a request routed by score alone
     requests: int
     answered_low: int
     savings_nano: int
@@ -48,11 +48,9 @@ class RouteChecks:
 
 
 def _route(table: Any) -> ColumnElement[Any]:
-    """What the figures are grouped by: `route` when the ledger has it (routing.routes), else the
-    tier. Per-route grouping needs nothing else changed."""
-    columns = table.c
-    column: ColumnElement[Any] = columns["route"] if "route" in columns else columns.tier
-    return column
+    """What the figures are grouped by: the task route the request matched (`routing.routes`), or
+    its tier for a request routed by score alone (`routes: []`, a team's own thresholds)."""
+    return func.coalesce(table.c.route, table.c.tier)
 
 
 async def routing_checks(

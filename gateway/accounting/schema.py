@@ -46,6 +46,7 @@ requests = Table(
     Column("tier", String(64), nullable=True),
     Column("route_reason", String(256), nullable=True),
     Column("route_score", Float, nullable=True),
+    Column("route", String(64), nullable=True),
     Column("stream", Boolean, nullable=False),
     Column("status", Integer, nullable=False),
     Column("error_type", String(64), nullable=True),

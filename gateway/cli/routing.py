@@ -1,4 +1,5 @@
-"""`tollgate route-eval`: how well the complexity classifier routes a labelled set of prompts."""
+"""`tollgate route-eval`: how well the complexity classifier routes a labelled set of prompts; with
+`--routes`, `--from-ledger` or `--loso`, how the task routes do (`gateway.cli.route_eval`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import orjson
 import yaml
 from pydantic import ValidationError
 
+from gateway.cli import route_eval as cli_route_eval
 from gateway.config.schema import RoutingConfig, TeamConfig
 from gateway.routing import evaluation
 from gateway.routing.classifier import ComplexityClassifier, WeightsError
@@ -45,15 +47,34 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "route-eval",
         help="score labelled prompts with the complexity classifier and print how well it routes",
         description=(
-            "Each line of FILE is a JSON object with the prompt ('prompt' string, 'messages' list, "
-            "or a whole chat request under 'body'), optionally 'id', 'label' ('simple' or 'complex'; "
+            "Each line of FILE is a JSON object with the prompt ('prompt' string or list of messages, "
+            "'messages' list, or a whole chat request under 'body'), optionally 'id', "
+            "'label' ('simple' or 'complex'; "
             "unlabelled items are scored but left out of AUROC and accuracy), 'source' or 'kind' "
             "(figures per group), 'split', and "
             "'scores' (model name -> quality, e.g. 1.0 when that model answered correctly). "
             "'Cost saved' in the table is the share of strong-model calls avoided."
         ),
     )
-    route_eval.add_argument("file", type=Path, metavar="FILE.jsonl")
+    route_eval.add_argument("file", type=Path, metavar="FILE.jsonl", nargs="?")
+    route_eval.add_argument(
+        "--routes",
+        action="store_true",
+        help="route with the task routes as `auto` does (--config's routing.routes, else the shipped "
+        "default set): routes, tiers, share cheap, AUROC of difficulty beside length, per source",
+    )
+    route_eval.add_argument(
+        "--from-ledger",
+        action="store_true",
+        help="route the requests the ledger stored bodies for (ledger.store_bodies), per team",
+    )
+    route_eval.add_argument("--database-url", help="with --from-ledger: the ledger (default: --config's)")
+    route_eval.add_argument("--since", help="with --from-ledger: ISO date or span back (7d; default 30d)")
+    route_eval.add_argument(
+        "--loso",
+        action="store_true",
+        help="leave-one-source-out AUROC per source beside length (needs tollgate[train])",
+    )
     route_eval.add_argument("--threshold", type=float, help="route to the strong tier at score >= T")
     route_eval.add_argument(
         "--config",
@@ -89,6 +110,11 @@ def run(
     """Run `route-eval`; 0 on success, 1 when the file, the weights or the second stage cannot be
     used."""
     out, err = out or sys.stdout, err or sys.stderr
+    if args.routes or args.from_ledger or args.loso:
+        return _run_routes(args, out, err)
+    if args.file is None:
+        err.write("route-eval: give FILE.jsonl, or --from-ledger\n")
+        return 1
     try:
         classifiers = [classifier or ComplexityClassifier.load(args.weights)]
         if getattr(args, "second_stage", False):
@@ -119,6 +145,39 @@ def run(
             # With --second-stage the file holds the second stage's scores: the ones being judged.
             write_scores(args.scores_out, items, threshold)
             out.write(f"wrote {len(items)} scores to {args.scores_out}\n")
+    return 0
+
+
+def _run_routes(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The task routes' figures on FILE or the ledger, and leave-one-source-out ones with --loso."""
+    if args.file is None and not args.from_ledger:
+        err.write("route-eval: give FILE.jsonl, or --from-ledger\n")
+        return 1
+    try:
+        if args.loso:
+            if args.file is None:
+                raise InputError("--loso needs FILE.jsonl (labelled, with sources)")
+            cli_route_eval.loso(args.file, out)
+            return 0
+        routing = cli_route_eval.routing_config(args.config)
+        if args.from_ledger:
+            requests = cli_route_eval.from_ledger(args, routing, out)
+        else:
+            requests = [
+                cli_route_eval.Request(r.id, r.body, r.label, r.source)
+                for r in read_rows(args.file, split=args.split)
+            ]
+            where = f" (split {args.split})" if args.split else ""
+            origin = f"routes from {args.config}" if args.config else "the default routes"
+            out.write(f"route-eval {args.file}{where}: {origin}\n")
+        if not requests:
+            err.write("route-eval: no requests to route\n")
+            return 1
+        items = cli_route_eval.route_all(requests, routing)
+    except (OSError, InputError, cli_route_eval.EvalError) as exc:
+        err.write(f"route-eval: {exc}\n")
+        return 1
+    cli_route_eval.report(items, [t.name for t in routing.tiers], out)
     return 0
 
 
@@ -202,8 +261,10 @@ def _row(row: dict[str, Any], *, where: str, default_id: str) -> Row:
         body = {"messages": row["messages"]}
     elif isinstance(row.get("prompt"), str):
         body = {"messages": [{"role": "user", "content": row["prompt"]}]}
+    elif isinstance(row.get("prompt"), list) and all(isinstance(m, dict) for m in row["prompt"]):
+        body = {"messages": row["prompt"]}  # some chat logs keep the conversation under 'prompt'
     else:
-        raise InputError(f"{where}: needs a 'prompt' string, a 'messages' list or a 'body' object")
+        raise InputError(f"{where}: needs a 'prompt' string or list, a 'messages' list or a 'body' object")
     label = row.get("label")
     if label is not None and label not in _LABELS:
         raise InputError(f"{where}: label must be 'simple', 'complex' or null, not {label!r}")

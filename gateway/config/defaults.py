@@ -68,8 +68,9 @@ def embedded_config(environ: Mapping[str, str], sandbox_urls: Mapping[str, str])
         "aliases": {"fast": LOCAL_MODEL, "smart": "gpt-4o"},
         # Savings are measured against sending everything to the frontier model, as without Tollgate.
         "pricing": {"baseline_model": "gpt-4o"},
-        # `model: "auto"` works out of the box: the complexity score picks the tier (the first
-        # threshold is the shipped classifier's balanced-accuracy one, from gateway/routing/weights.json).
+        # `model: "auto"` works out of the box: the shipped default routes pick the tier. The
+        # thresholds serve score-only routing (`routes: []`); the first is the shipped classifier's
+        # balanced-accuracy one, from gateway/routing/weights.json.
         "routing": {
             "tiers": [
                 {"name": "local", "models": [LOCAL_MODEL]},

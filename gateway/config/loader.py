@@ -206,6 +206,7 @@ def _check_references(config: Config, source: str) -> None:
         for j, name in enumerate(tier.models):
             if name not in config.models:
                 raise ConfigError(f"{source}: routing.tiers[{i}].models[{j}]: unknown model '{name}'")
+    _check_routes(config, source)
     if config.routing.tiers and config.routing.auto_model in config.models:
         raise ConfigError(
             f"{source}: routing.auto_model: '{config.routing.auto_model}' is also a model's name"
@@ -230,3 +231,35 @@ def _check_references(config: Config, source: str) -> None:
             raise ConfigError(f"{source}: aliases.{alias}: unknown model '{target}'")
         if alias in config.models:
             raise ConfigError(f"{source}: aliases.{alias}: a model already has this name")
+
+
+def _check_routes(config: Config, source: str) -> None:
+    """Each route goes somewhere that exists, has a name of its own, and thresholds that do not cross."""
+    routes = config.routing.routes or ()
+    if routes and not config.routing.tiers:
+        raise ConfigError(f"{source}: routing.routes: needs routing.tiers")
+    tiers = [tier.name for tier in config.routing.tiers]
+    seen: dict[str, int] = {}
+    for i, route in enumerate(routes):
+        where = f"{source}: routing.routes[{i}]"
+        if route.name in seen:
+            raise ConfigError(
+                f"{where}.name: duplicate route name '{route.name}' (also routing.routes[{seen[route.name]}])"
+            )
+        seen[route.name] = i
+        if (route.tier is None) == (route.models is None):
+            raise ConfigError(f"{where}: give either 'tier' or 'models'")
+        if route.tier is not None and route.tier not in tiers:
+            raise ConfigError(f"{where}.tier: unknown tier '{route.tier}' (tiers: {', '.join(tiers)})")
+        for j, name in enumerate(route.models or ()):
+            if name not in config.models and name not in config.aliases:
+                raise ConfigError(f"{where}.models[{j}]: unknown model '{name}'")
+        if route.models is not None:
+            for name in ("lower_below", "raise_above"):
+                if getattr(route, name) is not None:
+                    raise ConfigError(f"{where}.{name}: moves a request between tiers, so needs 'tier'")
+        if route.lower_below is not None and route.raise_above is not None:
+            if route.lower_below > route.raise_above:
+                raise ConfigError(
+                    f"{where}.lower_below: {route.lower_below:g} is above raise_above {route.raise_above:g}"
+                )

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.base import Strict
+from gateway.config.routes import RouteConfig
 from gateway.config.routing_checks import EscalationConfig, ShadowConfig
 from gateway.config.self_hosted import (
     FleetConfig,
@@ -339,15 +340,24 @@ class RoutingTier(Strict):
 
 
 class RoutingConfig(Strict):
-    """Complexity routing for the public model `auto_model`: the classifier's score picks a tier.
+    """Routing for the public model `auto_model`: a request is matched to a route (`routes`, by
+    task), which names its tier; a difficulty score inside the route may move it one tier.
 
-    With tiers [local, standard, frontier] and thresholds [0.17, 0.6], a score below 0.17 goes to
-    local, below 0.6 to standard, the rest to frontier. A failing tier falls back to the ones above.
+    `routes` unset: the shipped default routes (gateway/routing/default_routes.yaml), mapped onto
+    the tiers (cheap = first, strong = last, middle = the middle one, the cheaper of two middles).
+    `routes: []`: no route matching; the complexity score picks the tier by `thresholds`: with
+    tiers [local, standard, frontier] and thresholds [0.17, 0.6], a score below 0.17 goes to local,
+    below 0.6 to standard, the rest to frontier. A team with its own `routing_thresholds` is routed
+    by score too. A failing tier falls back to the ones above.
     """
 
     auto_model: str = "auto"
     tiers: tuple[RoutingTier, ...] = ()
     thresholds: tuple[float, ...] = ()
+    routes: tuple[RouteConfig, ...] | None = None
+    # A request goes to a cheapest-tier route when that route is at most this much (cosine) less near
+    # than its nearest one (chosen leave-one-source-out: docs/routing/semantic.md); 0 turns it off.
+    cheap_route_margin: float = Field(default=0.04, ge=0, le=1)
     # Whether clients may force a tier with `x-tollgate-tier` (each team may override it); a
     # forced tier must still be one of the team's `allowed_tiers`.
     allow_forced_tier: bool = True
@@ -361,7 +371,9 @@ class RoutingConfig(Strict):
 
     @model_validator(mode="after")
     def _thresholds_fit_tiers(self) -> RoutingConfig:
-        if self.tiers and len(self.thresholds) != len(self.tiers) - 1:
+        # Thresholds may be left out while routes pick the tier; score-only routing needs them.
+        scored = self.routes == () or bool(self.thresholds)
+        if self.tiers and scored and len(self.thresholds) != len(self.tiers) - 1:
             raise ValueError(f"{len(self.tiers)} tiers need {len(self.tiers) - 1} thresholds")
         if list(self.thresholds) != sorted(self.thresholds) or any(not 0 <= t <= 1 for t in self.thresholds):
             raise ValueError("thresholds must rise, each between 0 and 1")

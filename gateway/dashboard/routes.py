@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
 
 from gateway.accounting.insights import tags_seen, teams_seen
+from gateway.accounting.routing_checks import routing_checks
 from gateway.dashboard import breakdown, figures
 from gateway.dashboard.fleet import fleet
 from gateway.dashboard.scope import Scope, dashboard_scope, principal_of
@@ -160,6 +161,22 @@ async def errors(
 def _choice(value: str, choices: tuple[str, ...], param: str) -> None:
     if value not in choices:
         raise InvalidRequest(f"cannot group by '{value}'; choose from {', '.join(choices)}", param=param)
+
+
+@router.get("/api/routing", summary="Per route: share answered low, savings, escalations, shadow agreement")
+async def routing(request: Request, scope: Filters) -> Response:
+    """The spend API's `/v1/spend/routing` figures for the dashboard's range and team."""
+    runtime = _runtime(request)
+    tiers = runtime.config.routing.tiers
+    rows = await routing_checks(
+        runtime.engine,
+        since=scope.since,
+        until=scope.until,
+        auto_model=runtime.config.routing.auto_model,
+        top_tier=tiers[-1].name if tiers else None,
+        team=scope.team,
+    )
+    return _json({"routes": [row.to_json() for row in rows]})
 
 
 def _runtime(request: Request) -> Runtime:

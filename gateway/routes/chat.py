@@ -32,7 +32,7 @@ from gateway.policy.gate import PolicyGate
 from gateway.policy.principal import Principal
 from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
 from gateway.routes.ingress import sign_in
-from gateway.routes.outcome import request_deadline, response_headers
+from gateway.routes.outcome import ROUTE_HEADER, request_deadline, response_headers
 from gateway.routes.rewrite import rewrite_for_upstream
 from gateway.routes.settlement import HeldKey, Settlement
 from gateway.routing.escalation import complete_checked
@@ -156,12 +156,12 @@ async def _route(
     """`auto` goes through the complexity router; any other name is the model the client asked for."""
     if runtime.router.is_auto(chat.model):
         router, forced, team = runtime.router, request_headers(request).get(TIER_HEADER), gate.team(principal)
-        if runtime.classifier.blocking:
+        if router.blocking:
             # Off the event loop (torch releases the GIL while it computes): others are served meanwhile.
             route = await asyncio.to_thread(router.route, chat, forced=forced, team=team)
         else:
             route = router.route(chat, forced=forced, team=team)
-        record.route_reason, record.route_score = route.reason, route.score
+        record.route_reason, record.route_score, record.route = route.reason, route.score, route.route
         return route.model
     model = runtime.registry.resolve(chat.model)
     if model is None:
@@ -186,6 +186,7 @@ async def _from_cache(
         "x-tollgate-attempts": "0",
         "x-tollgate-cache": status,
         "x-tollgate-cost-usd": "0",
+        **({ROUTE_HEADER: settlement.record.route} if settlement.record.route else {}),
     }
     await settlement.answered_from_cache(answer, model)
     if not chat.stream:

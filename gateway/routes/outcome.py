@@ -22,6 +22,7 @@ from providers.errors import ProviderError
 
 log = logging.getLogger("tollgate.requests")
 
+ROUTE_HEADER = "x-tollgate-route"
 TIMEOUT_HEADER = "x-tollgate-timeout-ms"
 TAGS_HEADER = "x-tollgate-tags"
 _MAX_TAGS = 10
@@ -69,6 +70,8 @@ def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
         headers["x-tollgate-tier"] = trace.model.tier
     if record.escalation_reason is not None:
         headers[ESCALATED_HEADER] = record.escalation_reason
+    if record.route is not None:
+        headers[ROUTE_HEADER] = record.route
     return headers
 
 

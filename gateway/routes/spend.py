@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 
+from gateway.accounting.route_spend import route_spend
 from gateway.accounting.routing_checks import routing_checks
 from gateway.accounting.spend import (
     FILTER_PATTERN,
@@ -112,6 +113,34 @@ async def routing(
         "until": end.isoformat(),
         "data": [row.to_json() for row in rows],
     }
+    return Response(orjson.dumps(body), media_type="application/json")
+
+
+@router.get("/v1/spend/routes", summary="Requests, cost and share answered cheapest per task route")
+async def spend_by_route(
+    request: Request,
+    since: str | None = Query(None, description="ISO date/time or a span back from now: 30m, 12h, 7d"),
+    until: str | None = Query(None, description="ISO date/time; default now"),
+    team: str | None = Query(None, description="only this team", pattern=FILTER_PATTERN),
+) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(
+        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
+    )
+    if principal.kind == "team_key":
+        require_team(principal, team or principal.team)
+        team = principal.team
+    now = datetime.now(UTC)
+    start = parse_time(since, default=now - timedelta(days=30), now=now)
+    end = parse_time(until, default=now, now=now)
+    tiers = runtime.config.routing.tiers
+    rows = await route_spend(
+        runtime.engine, since=start, until=end, cheapest=tiers[0].name if tiers else None, team=team
+    )
+    for row in rows:
+        row["cost_usd"] = format_usd(row["cost_nano"])
+        row["savings_usd"] = format_usd(row["baseline_cost_nano"] - row["cost_nano"])
+    body = {"object": "spend.routes", "since": start.isoformat(), "until": end.isoformat(), "data": rows}
     return Response(orjson.dumps(body), media_type="application/json")
 
 

@@ -101,15 +101,12 @@ def eligible(config: Config, chat: ChatRequest, record: RequestRecord, *, is_aut
         return False
     if (record.route_reason or "").startswith(FORCED_REASON):
         return False
-    return route_allows(config, getattr(record, "route", None))
+    return route_allows(config, record.route)
 
 
 def route_allows(config: Config, route: str | None) -> bool:
-    """The per-route switch (`routing.routes[].escalate`), read defensively: routes may not exist."""
-    for spec in getattr(config.routing, "routes", None) or ():
-        if getattr(spec, "name", None) == route:
-            return getattr(spec, "escalate", True) is not False
-    return True
+    """The per-route switch (`routing.routes[].escalate`); the shipped default routes all escalate."""
+    return next((spec.escalate for spec in config.routing.routes or () if spec.name == route), True)
 
 
 def attempt_cost(usage: Usage, price: Price | None) -> int:

@@ -1,7 +1,9 @@
-"""Complexity routing: for the public model `auto`, the classifier's score picks a tier and the tier's
+"""Routing for the public model `auto`: the request is matched to a route by task (`routing.routes`,
+see `gateway.routing.routes`), whose tier its difficulty may move one step; with `routes: []` (or
+for a team with its own `routing_thresholds`) the complexity score picks the tier. The tier's
 cheapest model for the request answers (or its first listed, with `order: listed`), with the rest of
-the tier and the tiers above as its fallbacks. Explicit model names bypass the classifier;
-`x-tollgate-tier` forces a tier when the gateway and the team allow it.
+the tier and the tiers above as its fallbacks; a route may name its own models instead. Explicit
+model names bypass the router; `x-tollgate-tier` forces a tier when the gateway and the team allow it.
 
 Hard constraints come before cost: a model whose context window cannot hold the prompt and the
 requested output is skipped, so is one that lacks what the request uses (tools, a JSON schema,
@@ -23,6 +25,7 @@ from gateway.execution.latency import LatencyBook
 from gateway.models import Model, ModelRegistry
 from gateway.policy.principal import PermissionDenied
 from gateway.routing.classifier import ComplexityClassifier
+from gateway.routing.routes import Decision, MatcherFactory, RouteTable
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
@@ -37,7 +40,10 @@ class Route:
     model: Model
     tier: str
     reason: str
-    score: float | None = None
+    score: float | None = None  # the complexity score, or the difficulty within the route
+    route: str | None = None  # the task route matched, when routes decided
+    # Whether a verifiably bad answer on a lower tier may be retried one tier up (the route's switch).
+    escalate: bool = True
 
 
 class Router:
@@ -47,6 +53,8 @@ class Router:
         registry: ModelRegistry,
         classifier: ComplexityClassifier,
         latency: LatencyBook | None = None,
+        *,
+        matcher: MatcherFactory | None = None,
     ) -> None:
         self._config = config
         self._registry = registry
@@ -58,6 +66,8 @@ class Router:
             for tier in config.tiers
         }
         self._order = [tier.name for tier in config.tiers]
+        # Built once per config load: the semantic router embeds every route's examples here.
+        self._routes = RouteTable.from_config(config, matcher=matcher)
         # Where a local-only team's requests go: the first tier whose models are all self-hosted.
         self._self_hosted_tier = next(
             (
@@ -67,6 +77,11 @@ class Router:
             ),
             None,
         )
+
+    @property
+    def blocking(self) -> bool:
+        """Whether deciding a route computes long enough that it belongs off the event loop."""
+        return self._classifier.blocking or (self._routes is not None and self._routes.blocking)
 
     def is_auto(self, name: str) -> bool:
         return bool(self._config.tiers) and name == self._config.auto_model
@@ -92,10 +107,11 @@ class Router:
         if local_only and self._self_hosted_tier is not None:
             model, note = self._tier_model(self._self_hosted_tier, chat, local_only)
             return Route(model, self._self_hosted_tier, f"data policy: local-only{note}")
+        own = team.routing_thresholds if team is not None else None
+        if self._routes is not None and own is None:
+            return self._by_task(self._routes.decide(chat.body), chat, local_only)
         assessment = self._classifier.assess(chat.body)
-        thresholds = (team.routing_thresholds if team and team.routing_thresholds is not None else None) or (
-            self._config.thresholds
-        )
+        thresholds = own or self._config.thresholds
         index = bisect.bisect_right(list(thresholds), assessment.score)
         tier = self._order[index]
         model, note = self._tier_model(tier, chat, local_only)
@@ -133,6 +149,34 @@ class Router:
             return model
         return None
 
+    def _by_task(self, decision: Decision, chat: ChatRequest, local_only: bool) -> Route:
+        """The route's tier (moved by difficulty) or its own models, and the reason that says so."""
+        route = decision.route
+        if decision.tier is None:
+            model, note = self._listed(route.models or (), chat)
+            tier = model.tier
+        else:
+            tier = self._order[decision.tier]
+            model, note = self._tier_model(tier, chat, local_only)
+        return Route(
+            model,
+            tier,
+            decision.reason(tier + note),
+            decision.match.difficulty,
+            route=route.name,
+            escalate=route.escalate,
+        )
+
+    def _listed(self, names: tuple[str, ...], chat: ChatRequest) -> tuple[Model, str]:
+        """A route's own models: the first that can serve the request, the rest its fallbacks."""
+        models = [m for name in names if (m := self._registry.resolve(name)) is not None]
+        facts = chat.facts
+        need, uses = facts.prompt_tokens + facts.fitting_output, facts.uses
+        fitting = [m for m in models if m.context_window >= need]
+        able = [m for m in fitting if not m.lacks & uses]
+        where = f"route models {', '.join(names)}"
+        return self._settle(fitting, able, able[0].tier if able else "", need, uses, where)
+
     def _tier_model(self, tier: str, chat: ChatRequest, local_only: bool) -> tuple[Model, str]:
         """The tier's best model that can serve the request, falling back through the rest of the
         tier and then the tiers above it; and a note for the reason when a need skipped a model.
@@ -159,14 +203,26 @@ class Router:
                         if not able:
                             answering_tier = t
                         able.append(m)
+        return self._settle(fitting, able, answering_tier, need, uses, f"tier '{tier}' or above")
+
+    def _settle(
+        self,
+        fitting: list[Model],
+        able: list[Model],
+        answering_tier: str,
+        need: int,
+        uses: frozenset[str],
+        where: str,
+    ) -> tuple[Model, str]:
+        """The first able model with every other able one as its fallback chain, or why none fits."""
         if not fitting:
             raise InvalidRequest(
-                f"no model in tier '{tier}' or above has a context window for about {need} tokens",
+                f"no model in {where} has a context window for about {need} tokens",
                 code="context_length_exceeded",
             )
         if not able:
             raise InvalidRequest(
-                f"no model in tier '{tier}' or above serves a request with {' and '.join(sorted(uses))}",
+                f"no model in {where} serves a request with {' and '.join(sorted(uses))}",
                 code="unsupported_capability",
             )
         first = able[0]

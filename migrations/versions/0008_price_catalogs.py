@@ -2,7 +2,7 @@
 prices with unless `pricing.catalog` pins another; ledger rows name theirs in `price_version`.
 
 Revision ID: 0008
-Revises: 0006 (the lead chains it after 0007 when merging)
+Revises: 0007
 Create Date: 2026-12-07
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

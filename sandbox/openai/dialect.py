@@ -11,12 +11,13 @@ from sandbox.answer_fault import answered
 from sandbox.config import SandboxConfig
 from sandbox.core.asgi import Exchange
 from sandbox.core.dialect import Dialect, Handler
-from sandbox.core.engine import Engine, Run
+from sandbox.core.engine import Engine, GenerationRequest, Run
 from sandbox.core.sse import SSEWriter, StreamCut
 from sandbox.core.tokens import Tokenizer
 from sandbox.faults import FaultRule
 from sandbox.openai.embeddings import OpenAIEmbeddings
 from sandbox.openai.errors import BAD_JSON, ApiError, error_body, fault_error
+from sandbox.openai.logprobs import LogprobWriter
 from sandbox.openai.models import OpenAIModels
 from sandbox.openai.request import ChatParams, from_chat_request
 from sandbox.openai.response import ChatWriter
@@ -122,6 +123,7 @@ class OpenAIDialect(Dialect):
             vllm=self.config.dialect == "vllm",
         )
         self.check_model(params.generation.model)
+        generation = params.generation
         writer = ChatWriter(
             vllm=self.vllm,
             model=params.generation.model,
@@ -130,8 +132,9 @@ class OpenAIDialect(Dialect):
             include_usage=params.include_usage,
             include_obfuscation=params.include_obfuscation,
             prompt_tokens_details=self.config.prompt_tokens_details,
+            logprobs=self._logprobs(params, generation, ex.fault),
         )
-        async with self.engine.run(params.generation) as run:
+        async with self.engine.run(generation) as run:
             if ex.fault is not None and ex.fault.kind == "answer":
                 run.plan = answered(run.plan, ex.fault)
             if params.stream:
@@ -141,6 +144,16 @@ class OpenAIDialect(Dialect):
             body = writer.completion(run.plan)
             run.finish()
         await ex.respond(200, body, headers=self._headers(started))
+
+    def _logprobs(
+        self, params: ChatParams, generation: GenerationRequest, fault: FaultRule | None
+    ) -> LogprobWriter | None:
+        if params.top_logprobs is None:
+            return None
+        prompt = generation.prompt.digest
+        seed = LogprobWriter.seed_of(self.config.seed, prompt, generation.seed)
+        mean = fault.mean_logprob if fault is not None and fault.kind == "answer" else None
+        return LogprobWriter(params.top_logprobs, vllm=self.vllm, seed=seed, mean=mean)
 
     async def _stream(
         self, ex: Exchange, params: ChatParams, writer: ChatWriter, run: Run, started: float
@@ -175,7 +188,8 @@ class OpenAIDialect(Dialect):
                         continue
                     last = pos + step >= len(choice.pieces)
                     text = "".join(choice.pieces[pos : pos + step])
-                    await sse.event(writer.piece_chunk(choice, text, last=last))
+                    chunk = writer.piece_chunk(choice, text, last=last, start=pos, stop=pos + step)
+                    await sse.event(chunk)
                     if last and not self.vllm:
                         await sse.event(writer.finish_chunk(choice))
             if params.include_usage:

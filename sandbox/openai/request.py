@@ -12,6 +12,7 @@ import orjson
 from sandbox.core.engine import GenerationRequest, ToolCallSpec
 from sandbox.core.tokens import Tokenizer
 from sandbox.openai.errors import ApiError
+from sandbox.openai.logprobs import parse_logprobs
 
 __all__ = ["ChatParams", "from_chat_request", "require_model"]
 
@@ -30,6 +31,10 @@ class ChatParams:
     include_usage: bool
     include_obfuscation: bool
     service_tier: str | None
+    # Runners-up per token when `logprobs` is on (0 lists none); None when it is off.
+    top_logprobs: int | None = None
+    # The first function in `tools`: what a forced tool-call answer calls when none is forced.
+    first_tool: str | None = None
 
 
 def _invalid(message: str, param: str | None, code: str | None = "invalid_value") -> ApiError:
@@ -209,4 +214,14 @@ def from_chat_request(
         include_usage=bool(options.get("include_usage")),
         include_obfuscation=options.get("include_obfuscation", True) is not False,
         service_tier=tier if isinstance(tier, str) else None,
+        top_logprobs=parse_logprobs(body, vllm=vllm),
+        first_tool=_first_tool(tools),
     )
+
+
+def _first_tool(tools: object) -> str | None:
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            return str(function["name"])
+    return None

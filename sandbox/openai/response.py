@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from sandbox.core.engine import Choice, Plan
+from sandbox.openai.logprobs import LogprobWriter
 
 __all__ = ["ChatWriter"]
 
@@ -37,6 +38,7 @@ class ChatWriter:
         include_usage: bool = False,
         include_obfuscation: bool = True,
         prompt_tokens_details: bool = True,
+        logprobs: LogprobWriter | None = None,
     ) -> None:
         self.vllm = vllm
         self.id = "chatcmpl-" + os.urandom(16).hex() if vllm else "chatcmpl-" + _base62(29)
@@ -48,6 +50,7 @@ class ChatWriter:
         self._obfuscate = include_obfuscation and not vllm
         self._details = prompt_tokens_details
         self._call_ids: dict[int, str] = {}
+        self._logprobs = logprobs
 
     def _head(self, kind: str) -> dict[str, Any]:
         head: dict[str, Any] = {
@@ -122,7 +125,7 @@ class ChatWriter:
             out: dict[str, Any] = {
                 "index": choice.index,
                 "message": self._message(choice),
-                "logprobs": None,
+                "logprobs": self._logprobs.whole(choice) if self._logprobs else None,
                 "finish_reason": choice.finish_reason,
             }
             if self.vllm:
@@ -137,11 +140,18 @@ class ChatWriter:
             body["usage"] = self.usage(plan)
         return orjson.dumps(body)
 
-    def _chunk(self, index: int, delta: dict[str, Any], finish: str | None, pad: int) -> bytes:
+    def _chunk(
+        self,
+        index: int,
+        delta: dict[str, Any],
+        finish: str | None,
+        pad: int,
+        logprobs: dict[str, Any] | None = None,
+    ) -> bytes:
         choice: dict[str, Any] = {
             "index": index,
             "delta": delta,
-            "logprobs": None,
+            "logprobs": logprobs,
             "finish_reason": finish,
         }
         if self.vllm and finish is not None:
@@ -166,14 +176,16 @@ class ChatWriter:
             delta["refusal"] = None
         return self._chunk(choice.index, delta, None, 3)
 
-    def piece_chunk(self, choice: Choice, text: str, *, last: bool) -> bytes:
-        """A chunk carrying ``text`` (vLLM puts the finish reason on the last one)."""
+    def piece_chunk(self, choice: Choice, text: str, *, last: bool, start: int = 0, stop: int = 0) -> bytes:
+        """A chunk carrying ``text``, tokens ``start:stop`` of the choice (vLLM puts the finish
+        reason on the last one)."""
         if choice.tool_name is not None:
             delta: dict[str, Any] = {"tool_calls": [{"index": 0, "function": {"arguments": text}}]}
         else:
             delta = {"content": text}
         finish = choice.finish_reason if (last and self.vllm) else None
-        return self._chunk(choice.index, delta, finish, len(text) * 7)
+        logprobs = self._logprobs.span(choice, start, stop) if self._logprobs else None
+        return self._chunk(choice.index, delta, finish, len(text) * 7, logprobs)
 
     def finish_chunk(self, choice: Choice) -> bytes:
         """OpenAI's content-less chunk that carries a choice's finish reason."""

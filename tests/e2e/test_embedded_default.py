@@ -16,7 +16,6 @@ import openai
 import pytest
 
 from gateway.cli.sandbox_launcher import free_port
-from gateway.routing.classifier import shipped_threshold
 
 
 def latest_revision() -> str:
@@ -139,7 +138,7 @@ def test_sdk_answers_and_each_request_leaves_a_row(served: tuple[str, Path, Path
 
 def test_auto_routes_by_complexity_out_of_the_box(served: tuple[str, Path, Path]) -> None:
     """`model: "auto"` on the embedded default: a chat turn stays on the local model, a proof goes
-    to the frontier tier, and the row keeps the tier, score and reason."""
+    to the frontier tier, and the row keeps the tier, the route, its difficulty and the reason."""
     base, workdir, _ = served
     client = openai.OpenAI(base_url=base + "/v1", api_key="anything", max_retries=0)
     asks = {
@@ -152,20 +151,24 @@ def test_auto_routes_by_complexity_out_of_the_box(served: tuple[str, Path, Path]
             model="auto", messages=[{"role": "user", "content": text}]
         )
         assert raw.headers["x-tollgate-tier"] == tier
+        assert raw.headers["x-tollgate-route"]
         assert raw.parse().choices[0].message.content
     deadline = time.monotonic() + 5
     while True:
         with sqlite3.connect(workdir / "tollgate.db") as db:
             rows = db.execute(
-                "SELECT tier, model, route_score, route_reason FROM requests WHERE requested_model = 'auto'"
+                "SELECT tier, model, route_score, route_reason, route FROM requests "
+                "WHERE requested_model = 'auto'"
             ).fetchall()
         if len(rows) >= 2 or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    by_tier = {tier: (model, score, reason) for tier, model, score, reason in rows}
-    assert by_tier["local"][0] == "llama-3.1-8b-instruct" and by_tier["local"][1] < shipped_threshold()
-    assert by_tier["frontier"][0] == "gpt-4o" and by_tier["frontier"][1] >= 0.6
-    assert "expert_cues" in by_tier["frontier"][2]
+    by_tier = {tier: (model, score, reason, route) for tier, model, score, reason, route in rows}
+    assert by_tier["local"][0] == "llama-3.1-8b-instruct"
+    # A proof with a design question in it: either strong route is a right reading.
+    assert by_tier["frontier"][0] == "gpt-4o" and by_tier["frontier"][3] in {"maths", "analysis"}
+    for _model, difficulty, reason, route in by_tier.values():
+        assert 0 <= difficulty <= 1 and reason.startswith(f"route {route} ")
 
 
 def test_migrate_command(tmp_path: Path) -> None:

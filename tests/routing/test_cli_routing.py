@@ -11,10 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import gateway.cli.routing as cli_routing
+from gateway.accounting.database import run_migrations
+from gateway.config.loader import build_config
 from gateway.routing import FEATURE_NAMES, ComplexityClassifier
+from tests.harness import GatewayServer
 
 WEAK, STRONG = "small-model", "big-model"
 
@@ -254,3 +258,132 @@ def test_the_threshold_can_come_from_the_gateways_config(data: Path, tmp_path: P
     assert (code, out) == (1, "") and "no team 'nobody'" in err
     code, _, err = run(str(data), "--team", "eager", classifier=clf)
     assert code == 1 and "--team needs --config" in err
+
+
+# --- the task routes: --routes, --from-ledger, --loso -------------------------------------------
+
+PARSER = "Write a Rust function that parses ISO 8601 durations; return only the code."
+GREETING = "hello! how is your week going?"
+ROUTES_CONFIG = f"""
+routing:
+  tiers: [{{name: cheap, models: [small]}}, {{name: strong, models: [big]}}]
+  routes:
+    - {{name: code, description: writing code, examples: ["{PARSER}"], tier: strong}}
+    - {{name: chat, description: small talk, examples: ["{GREETING}"], tier: cheap}}
+"""
+
+
+def chat_logs(tmp_path: Path) -> Path:
+    """Chat logs in the shapes they come in: messages, a prompt string, a prompt that is a list."""
+    rows = [
+        {"messages": [{"role": "user", "content": PARSER}], "label": "complex", "source": "ide"},
+        {"prompt": GREETING, "label": "simple", "source": "ide"},
+        {"prompt": [{"role": "system", "content": "be brief"}, {"role": "user", "content": GREETING}]},
+        {"prompt": PARSER, "source": "support", "label": "complex"},
+        {"prompt": GREETING, "source": "support", "label": "simple"},
+    ]
+    path = tmp_path / "logs.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    return path
+
+
+def route_table(out: str) -> dict[str, list[str]]:
+    lines = out.split("  route ")[1].split("\n")[1:]
+    return {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ") and "%" in line}
+
+
+def test_routes_on_chat_logs_in_every_shape(tmp_path: Path) -> None:
+    config = tmp_path / "tollgate.yaml"
+    config.write_text(ROUTES_CONFIG)
+    code, out, err = run(str(chat_logs(tmp_path)), "--routes", "--config", str(config))
+    assert code == 0, err
+    assert "items: 5 routed, 4 labelled (2 complex, 2 simple)" in out
+    assert "answered on the cheapest tier (cheap): 60.0% (3 of 5)" in out
+    table = route_table(out)
+    assert table["code"] == ["2", "40.0%", "0.0%", "strong", "2"]
+    assert table["chat"] == ["3", "60.0%", "100.0%", "cheap", "3"]
+    per_source = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ide ")}
+    assert per_source["ide"][:2] == ["2", "1"]  # two items, one complex; AUROC beside length follows
+    assert "AUROC of difficulty: " in out and "(prompt length alone: " in out
+
+
+def test_routes_default_set_without_a_config(tmp_path: Path) -> None:
+    code, out, err = run(str(chat_logs(tmp_path)), "--routes")
+    assert code == 0, err
+    assert out.startswith(f"route-eval {tmp_path / 'logs.jsonl'}: the default routes")
+    assert "code" in route_table(out)
+
+
+def test_routes_refuse_a_score_only_config(tmp_path: Path) -> None:
+    config = tmp_path / "tollgate.yaml"
+    config.write_text(GATEWAY_CONFIG.replace("thresholds: [0.35]", "thresholds: [0.35]\n  routes: []"))
+    code, out, err = run(str(chat_logs(tmp_path)), "--routes", "--config", str(config))
+    assert (code, out) == (1, "") and "score-only" in err
+
+
+def test_loso_without_the_train_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("numpy", "sklearn", "training")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "numpy", None)  # `import numpy` now raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    code, out, err = run(str(chat_logs(tmp_path)), "--loso")
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1 and "pip install 'tollgate[train]'" in err
+
+
+def test_loso_prints_each_held_out_source_beside_length(tmp_path: Path) -> None:
+    code, out, err = run(str(chat_logs(tmp_path)), "--loso")
+    assert code == 0, err
+    lines = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:]}
+    # source, n, complex, head AUROC, length AUROC: one complex and one simple row per source
+    assert lines["ide"][:2] == ["2", "1"] and lines["support"][:2] == ["2", "1"]
+    assert lines["all"][:2] == ["4", "2"]
+    assert out.splitlines()[1].split()[:5] == ["source", "n", "cplx", "head", "length"]
+
+
+def test_loso_needs_two_sources(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"prompt": GREETING, "label": "simple", "source": "ide"}) + "\n")
+    code, out, err = run(str(path), "--loso")
+    assert (code, out) == (1, "") and "at least two sources" in err
+
+
+def test_from_ledger_routes_what_a_real_gateway_stored(tmp_path: Path, sandbox_settings: Any) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+    run_migrations(url)
+    routes = {
+        "tiers": [{"name": "cheap", "models": ["llama"]}, {"name": "strong", "models": ["gpt-4o-mini"]}],
+        "routes": [
+            {"name": "code", "description": "writing code", "examples": [PARSER], "tier": "strong"},
+            {"name": "chat", "description": "small talk", "examples": [GREETING], "tier": "cheap"},
+        ],
+    }
+    settings = sandbox_settings(
+        routing=routes,
+        database={"url": url, "auto_migrate": False},
+        ledger={"flush_interval_ms": 5, "spool_dir": str(tmp_path / "spool"), "store_bodies": True},
+    )
+    with GatewayServer(build_config(settings, source="test", environ={})) as server:
+        for text in (PARSER, GREETING, GREETING):
+            answer = httpx.post(
+                server.base_url + "/v1/chat/completions",
+                json={"model": "auto", "messages": [{"role": "user", "content": text}]},
+                timeout=20,
+            )
+            assert answer.status_code == 200
+        assert len(server.ledger_rows()) == 3
+    config = tmp_path / "tollgate.yaml"
+    config.write_text(json.dumps({"routing": routes}))  # JSON is YAML
+    code, out, err = run("--from-ledger", "--database-url", url, "--since", "1d", "--config", str(config))
+    assert code == 0, err
+    assert "--from-ledger: 3 requests with stored bodies since" in out
+    assert "'scores' unavailable" in out and "AUROC: n/a (no labels" in out
+    assert route_table(out)["chat"] == ["2", "66.7%", "100.0%", "cheap", "2"]
+    assert route_table(out)["code"] == ["1", "33.3%", "0.0%", "strong", "1"]
+    assert "same route as when served: 100.0% (3 of 3" in out
+    code, out, err = run(
+        "--from-ledger", "--database-url", url, "--since", "2999-01-01", "--config", str(config)
+    )
+    assert code == 1 and "no requests to route" in err

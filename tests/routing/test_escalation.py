@@ -23,6 +23,7 @@ LOCAL_UPSTREAM = "meta-llama/Llama-3.1-8B-Instruct"
 ROUTING: dict[str, Any] = {
     "tiers": [{"name": "local", "models": ["llama"]}, {"name": "frontier", "models": ["gpt-4o-mini"]}],
     "thresholds": [0.95],  # everything these tests send is answered local first
+    "routes": [],  # by score alone, so the thresholds above decide
 }
 MESSAGES: list[Any] = [{"role": "user", "content": "Which letter? A, B, C or D."}]
 SCHEMA = {
@@ -201,3 +202,67 @@ def test_the_tier_above_honours_the_team(routed: GatewayServer) -> None:
     assert router.tier_above("local", chat, TeamConfig(allowed_tiers=("local",))) is None
     assert router.tier_above("local", chat, TeamConfig(data_policy="local-only")) is None
     assert router.tier_above("local", chat, TeamConfig(allowed_models=("llama",))) is None
+
+
+# --- the confidence floor: the vLLM emulator's logprobs, end to end ----------------------------
+
+
+@pytest.fixture(scope="module")
+def floored(sandbox_settings: SettingsFactory) -> Iterator[GatewayServer]:
+    routing = {**ROUTING, "escalation": {"logprob_floor": -1.5}}
+    with GatewayServer(build_config(sandbox_settings(routing=routing), source="test", environ={})) as server:
+        yield server
+
+
+def ask_plain(server: GatewayServer) -> Any:
+    with openai.OpenAI(base_url=server.base_url + "/v1", api_key="tollgate-test", max_retries=0) as client:
+        return client.chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+
+
+def test_with_the_floor_an_unsure_local_answer_is_redone_on_the_frontier(
+    floored: GatewayServer, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    fault(vllm_upstream, content="B, probably", mean_logprob=-3.5, model=LOCAL_UPSTREAM)
+    fault(openai_upstream, content="B")
+    raw = ask_plain(floored)
+    assert raw.headers["x-tollgate-escalated"] == "low_confidence"
+    assert (raw.headers["x-tollgate-tier"], raw.parse().choices[0].message.content) == ("frontier", "B")
+    assert raw.parse().choices[0].logprobs is None  # the client did not ask for logprobs
+    row = floored.ledger_row(raw.headers["x-request-id"])
+    assert (row["escalated_from"], row["escalation_reason"]) == ("local/llama", "low_confidence")
+    assert row["escalation_cost_nano"] > 0
+
+
+def test_with_the_floor_a_confident_local_answer_stays_local(
+    floored: GatewayServer, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    fault(vllm_upstream, content="B", mean_logprob=-0.2, model=LOCAL_UPSTREAM)
+    raw = ask_plain(floored)
+    assert "x-tollgate-escalated" not in raw.headers and raw.headers["x-tollgate-tier"] == "local"
+    assert raw.parse().choices[0].logprobs is None
+    assert upstream_calls(openai_upstream) == 0
+
+
+def test_without_the_floor_an_unsure_answer_stands(
+    routed: GatewayServer, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    fault(vllm_upstream, content="B, probably", mean_logprob=-3.5, model=LOCAL_UPSTREAM)
+    raw = ask_plain(routed)
+    assert "x-tollgate-escalated" not in raw.headers and raw.headers["x-tollgate-tier"] == "local"
+    assert upstream_calls(openai_upstream) == 0
+
+
+def test_a_route_that_turns_escalation_off_keeps_a_bad_answer(
+    sandbox_settings: SettingsFactory, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    route = {"name": "quiz", "description": "multiple choice", "examples": ["Which letter?"], "tier": "local"}
+    routing = {**ROUTING, "routes": [{**route, "escalate": False}]}
+    with GatewayServer(build_config(sandbox_settings(routing=routing), source="test", environ={})) as server:
+        fault(vllm_upstream, content="B", model=LOCAL_UPSTREAM)
+        with openai.OpenAI(base_url=server.base_url + "/v1", api_key="t", max_retries=0) as client:
+            raw = client.chat.completions.with_raw_response.create(
+                model="auto", messages=MESSAGES, response_format={"type": "json_object"}
+            )
+    assert raw.headers["x-tollgate-route"] == "quiz"
+    assert "x-tollgate-escalated" not in raw.headers and raw.headers["x-tollgate-tier"] == "local"
+    assert upstream_calls(openai_upstream) == 0

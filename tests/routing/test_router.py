@@ -1,5 +1,5 @@
-"""Complexity routing for `auto`: the score picks the tier, headers and the ledger say why, hard
-constraints (context window, data policy, allowed tiers) come before cost."""
+"""Complexity routing for `auto` with `routing.routes: []`: the score picks the tier, headers and the
+ledger say why, hard constraints (context window, data policy, allowed tiers) come before cost."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ ROUTING = {
         {"name": "frontier", "models": ["big-window"]},
     ],
     "thresholds": [0.17, 0.6],
+    # Score-only routing (no task routes): what these tests pin down is the score and its thresholds.
+    "routes": [],
 }
 EASY = [{"role": "user", "content": "hi there"}]
 HARD = [

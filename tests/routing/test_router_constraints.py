@@ -72,6 +72,7 @@ def gateway(sandbox_settings: SettingsFactory) -> Iterator[GatewayServer]:
                 {"name": "listed", "models": ["pricey", "gpt-4o-mini"], "order": "listed"},
             ],
             "thresholds": [0.17, 0.6],
+            "routes": [],  # by score, so the reason's wording is the score's
         },
     )
     models = settings["models"]

@@ -70,7 +70,7 @@ def test_a_rule_with_a_model_filter_leaves_other_models_alone() -> None:
 
 def test_the_rule_is_checked() -> None:
     assert parse_header('{"kind": "answer", "content": "x"}').content == "x"
-    with pytest.raises(ValueError, match="needs 'content' or 'tool_arguments'"):
+    with pytest.raises(ValueError, match="needs 'content', 'tool_arguments' or 'mean_logprob'"):
         parse_rule({"kind": "answer"})
     with pytest.raises(ValueError, match="finish_reason"):
         parse_rule({"kind": "answer", "content": "x", "finish_reason": "tired"})

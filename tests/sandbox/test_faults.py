@@ -64,3 +64,17 @@ def test_fault_rate_is_seeded() -> None:
 
     assert draws(1) == draws(1)
     assert 5 < sum(draws(1)) < 35
+
+
+def test_answer_rules() -> None:
+    rule = parse_rule({"kind": "answer", "content": "x", "finish_reason": "length", "mean_logprob": -3})
+    assert (rule.content, rule.finish_reason, rule.mean_logprob) == ("x", "length", -3.0)
+    assert parse_header("mean_logprob=-3.5").kind == "answer"
+    assert parse_header("answer,mean_logprob=-1").mean_logprob == -1.0
+    assert parse_rule({"tool_arguments": "{"}).kind == "answer"
+    for bad in (
+        {"kind": "answer", "finish_reason": "content_filter"},
+        {"kind": "answer", "mean_logprob": 0.5},
+    ):
+        with pytest.raises(ValueError):
+            parse_rule(bad)

@@ -174,13 +174,16 @@ def check_spend(world: World) -> None:
     assert BETA_TAG in world.http.get("/v1/spend", params={"group_by": "tag"}, headers=ADMIN).text
 
 
-def check_spend_routing(world: World) -> None:
-    """The routing report of a team key holds its own team's requests only."""
-    for headers in (world.as_alpha, {**world.as_alpha, "x-tollgate-team": "beta"}):
-        shown = world.http.get("/v1/spend/routing", params={"since": "7d"}, headers=headers)
-        assert shown.status_code == 200, shown.text
-        world.assert_nothing_of_beta(shown)
-    assert world.http.get("/v1/spend/routing").status_code == 401
+def check_spend_routing(path: str) -> Callable[[World], None]:
+    def check(world: World) -> None:
+        """The routing report of a team key holds its own team's requests only."""
+        for headers in (world.as_alpha, {**world.as_alpha, "x-tollgate-team": "beta"}):
+            shown = world.http.get(path, params={"since": "7d"}, headers=headers)
+            assert shown.status_code == 200, shown.text
+            world.assert_nothing_of_beta(shown)
+        assert world.http.get(path).status_code == 401
+
+    return check
 
 
 # --- issue 25: the request explorer (gateway/routes/requests.py) ---
@@ -274,7 +277,9 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/v1/messages"): check_messages,
     ("POST", "/v1/embeddings"): check_embeddings,
     ("GET", "/v1/spend"): check_spend,
-    ("GET", "/v1/spend/routing"): check_spend_routing,
+    ("GET", "/v1/spend/routing"): check_spend_routing("/v1/spend/routing"),
+    ("GET", "/v1/spend/routes"): check_spend_routing("/v1/spend/routes"),
+    ("GET", "/dashboard/api/routing"): check_dashboard_api("routing"),
     ("GET", "/v1/spend/requests"): check_spend_requests,  # issue 25
     ("GET", "/v1/spend/requests/{request_id}"): check_spend_request,  # issue 25
     ("POST", "/admin/keys"): check_admin("POST", "/admin/keys"),
