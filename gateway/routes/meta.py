@@ -57,7 +57,7 @@ async def readyz(request: Request) -> Response:
         await asyncio.wait_for(ping(runtime.engine), timeout=2.0)
     except Exception as exc:
         return _not_ready(f"database unreachable: {type(exc).__name__}")
-    state = runtime.store.describe() if isinstance(runtime.store, FallbackStateStore) else "in-memory"
+    state = await runtime.store.current() if isinstance(runtime.store, FallbackStateStore) else "in-memory"
     body = {
         "status": "ready",
         # Open mode is loud on purpose: with no keys configured, anyone who can reach the port can spend.

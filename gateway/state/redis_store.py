@@ -78,13 +78,14 @@ class RedisStateStore:
         # After a Redis restart every pooled connection is dead, and redis-py retries a command on a
         # dead connection only for errors listed in retry_on_error: without it a burst right after
         # the restart failed on each of them (29 of 30 scripts, measured), which fail-closed turns
-        # into 503s. One immediate retry on a fresh connection; timeouts are not retried.
+        # into 503s. One immediate retry on a fresh connection; timeouts are not retried (Retry's
+        # default errors include TimeoutError: a hung Redis then cost two socket timeouts a call).
         client = Redis.from_url(
             url,
             socket_connect_timeout=2.0,
             socket_timeout=2.0,
             health_check_interval=15,
-            retry=Retry(NoBackoff(), 1),
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
             retry_on_error=[RedisConnectionError],
         )
         return cls(client, prefix=prefix)
