@@ -6,6 +6,12 @@ One failed call is enough: from then on every operation goes straight to local m
 refused) without touching Redis, and a background probe pings it every `cooldown` seconds until it
 answers. A hung Redis (SIGSTOP, a black-holed address) so costs the request that found it one socket
 timeout, not one per call (~21 per chat request with a budget and a rate limit, 48-56 s measured).
+
+While Redis answers, the same task looks every few seconds at a marker key holding a random token:
+a marker gone or changed means Redis lost its data (restarted without persistence, and another
+replica may have set a new marker already). After an outage, or such a loss, the recovery steps
+(`on_recovery`: budgets raise their counters to the ledger's spend) run on Redis before the
+replica uses it again.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
 from gateway.errors import GatewayError
@@ -29,8 +36,12 @@ _COOLDOWN_SECONDS = 1.0
 _PROBE_TIMEOUT_SECONDS = 2.0
 # How recent a successful call must be for `/readyz` to trust it without a ping of its own.
 _FRESH_SECONDS = 1.0
+# How often a store that answers is checked for lost data.
+_WATCH_SECONDS = 5.0
+_MARKER = "state:marker"
 
-Recovery = Callable[[], Awaitable[None]]
+# A recovery step: given the shared store (answering again) and whether it lost its data.
+Recovery = Callable[[StateStore, bool], Awaitable[None]]
 
 
 class StateUnavailable(GatewayError):
@@ -50,6 +61,7 @@ class FallbackStateStore:
         unreachable: tuple[type[BaseException], ...] = (),
         cooldown: float = _COOLDOWN_SECONDS,
         probe_timeout: float = _PROBE_TIMEOUT_SECONDS,
+        watch_every: float = _WATCH_SECONDS,
     ) -> None:
         """`unreachable`: the shared store's own errors that mean "away" (redis-py's are not
         builtin ConnectionError/TimeoutError); passed in so this module does not import its client."""
@@ -59,6 +71,8 @@ class FallbackStateStore:
         self._fail_open = fail_open
         self._cooldown = cooldown
         self._probe_timeout = probe_timeout
+        self._watch_every = watch_every
+        self._marker: bytes | None = None
         self._down_since: float | None = None
         self._last_log = 0.0
         self._last_ok = float("-inf")
@@ -70,8 +84,8 @@ class FallbackStateStore:
         return self._down_since is not None
 
     def on_recovery(self, callback: Recovery) -> None:
-        """Run `callback` each time the shared store answers again after being away (before
-        operations go back to it), e.g. to put what was counted locally meanwhile back."""
+        """Run `callback` on the shared store each time it answers again after being away, or is
+        found to have lost its data (before operations go back to it)."""
         self._on_recovery.append(callback)
 
     def describe(self) -> str:
@@ -111,8 +125,7 @@ class FallbackStateStore:
                 mode,
                 self._cooldown,
             )
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.get_running_loop().create_task(self._probe_until_back())
+        self._watch()
 
     def _failed(self, exc: BaseException) -> StateStore:
         self._mark_down(exc)
@@ -123,26 +136,41 @@ class FallbackStateStore:
             raise StateUnavailable("the shared state store is unreachable and this gateway fails closed")
         return self._local
 
-    async def _probe_until_back(self) -> None:
-        while self._down_since is not None:
-            await asyncio.sleep(self._cooldown)
+    def _watch(self) -> None:
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._watch_loop())
+
+    async def _watch_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._cooldown if self._down_since is not None else self._watch_every)
             try:
                 async with asyncio.timeout(self._probe_timeout):
-                    await self._shared.ping()
-            except self._unreachable:
-                continue
-            except Exception:  # a probe must never die of a surprise and leave the store "away"
-                log.exception("probing the shared state store failed")
-                continue
+                    await self._check()
+            except self._unreachable as exc:
+                if self._down_since is None:
+                    self._mark_down(exc)
+            except Exception:  # the watch must never die of a surprise and leave the store "away"
+                log.exception("checking the shared state store failed")
+
+    async def _check(self) -> None:
+        """One look: the marker (set when missing), then the recovery steps if they are due."""
+        marker = await self._shared.get(_MARKER)
+        if marker is None:
+            await self._shared.set_if_absent(_MARKER, uuid.uuid4().hex.encode())
+            marker = await self._shared.get(_MARKER)
+        lost = self._marker is not None and marker != self._marker
+        if lost:
+            log.warning("the shared state store lost its data (restarted empty?): re-seeding from the ledger")
+        if lost or self._down_since is not None:
             for callback in self._on_recovery:
-                try:
-                    await callback()
-                except Exception:
-                    log.exception("a recovery step of the shared state store failed")
-            self._recovered()
+                await callback(self._shared, lost)
+        self._marker = marker
+        self._recovered()
 
     def _ok(self) -> None:
         self._last_ok = time.monotonic()
+        if self._probe is None:
+            self._watch()
 
     def _recovered(self) -> None:
         if self._down_since is not None:
@@ -223,6 +251,16 @@ class FallbackStateStore:
             return await self._failed(exc).reserve(key, amount, limit=limit, ttl=ttl)
         self._ok()
         return result
+
+    async def raise_to(self, key: str, floor: int, *, ttl: float | None = None) -> int:
+        if self._down_since is not None:
+            return await self._fallback().raise_to(key, floor, ttl=ttl)
+        try:
+            total = await self._shared.raise_to(key, floor, ttl=ttl)
+        except self._unreachable as exc:
+            return await self._failed(exc).raise_to(key, floor, ttl=ttl)
+        self._ok()
+        return total
 
     async def take(
         self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False

@@ -37,6 +37,21 @@ end
 return {1, current + amount}
 """
 
+_RAISE_TO = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '')
+local floor = tonumber(ARGV[1])
+if current == nil then
+  redis.call('SET', KEYS[1], floor)
+  if ARGV[2] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+  return floor
+end
+if current < floor then
+  redis.call('SET', KEYS[1], floor, 'KEEPTTL')
+  return floor
+end
+return current
+"""
+
 # Token bucket on the server's clock, so replicas with skewed clocks still agree.
 _TAKE = """
 local capacity = tonumber(ARGV[1])
@@ -72,6 +87,7 @@ class RedisStateStore:
         self._incr = client.register_script(_INCR)
         self._reserve = client.register_script(_RESERVE)
         self._take = client.register_script(_TAKE)
+        self._raise_to = client.register_script(_RAISE_TO)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "tollgate:") -> RedisStateStore:
@@ -119,6 +135,9 @@ class RedisStateStore:
     ) -> tuple[bool, int]:
         reserved, total = await self._reserve(keys=[self._k(key)], args=[amount, limit, _ms(ttl)])
         return bool(reserved), int(total)
+
+    async def raise_to(self, key: str, floor: int, *, ttl: float | None = None) -> int:
+        return int(await self._raise_to(keys=[self._k(key)], args=[floor, _ms(ttl)]))
 
     async def take(
         self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False

@@ -44,12 +44,12 @@ class OwnRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2, socket_timeout=0.5)
         for _ in range(100):
             try:
                 client.ping()
                 return self
-            except redis.ConnectionError:
+            except (redis.ConnectionError, redis.TimeoutError):
                 time.sleep(0.05)
         pytest.fail(f"redis-server on port {self.port} did not start")
 
