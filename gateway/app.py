@@ -28,6 +28,7 @@ from gateway.policy import auth_mode
 from gateway.policy.key_store import KeyStoreUnavailable
 from gateway.routes import admin, chat, docs, embeddings, meta, spend
 from gateway.routes import requests as spend_requests  # issue 25: the request explorer
+from gateway.routes.openapi_bodies import with_hot_routes
 from gateway.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -99,6 +100,8 @@ def create_app(
     app.add_hot_route("/v1/chat/completions", chat.chat_completions)
     app.add_hot_route("/v1/messages", chat.messages)
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
+    # [reliability-2] the fast-lane routes in /openapi.json, for clients and the schemathesis run.
+    app.openapi = with_hot_routes(app.openapi)  # type: ignore[method-assign]
     app.include_router(meta.router)
     app.include_router(spend.router)
     app.include_router(spend_requests.router)  # issue 25: the request explorer

@@ -306,6 +306,9 @@ class BreakerConfig(Strict):
 class ResilienceConfig(Strict):
     deadline_seconds: float = Field(default=300.0, gt=0)
     first_byte_timeout_seconds: float = Field(default=120.0, gt=0)
+    # [reliability-2] An attempt with deployments still behind it gets remaining / (left + 1) of the
+    # deadline (never less than this floor): a hanging upstream cannot eat its fallbacks' time.
+    attempt_floor_seconds: float = Field(default=2.0, gt=0)
     idempotency_ttl_seconds: float = Field(default=86_400.0, gt=0)
     retry: RetryConfig = RetryConfig()
     breaker: BreakerConfig = BreakerConfig()

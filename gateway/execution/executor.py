@@ -48,6 +48,11 @@ class DeadlineExceeded(GatewayError):
     code = "deadline_exceeded"
 
 
+class ShareExceeded(UpstreamTimeout):
+    """An attempt used its share of the deadline (`attempt_bound`) with deployments still behind it:
+    the next one is tried at once, this one is not retried (its retries would eat their time)."""
+
+
 @dataclass(slots=True)
 class Trace:
     """What happened to one request on its way upstream, for headers and the ledger row."""
@@ -185,7 +190,7 @@ class Executor:
         first = chain[0][1]
         error: ProviderError | None = None
         larger_than = 0
-        for candidate, deployment in chain:
+        for index, (candidate, deployment) in enumerate(chain):
             if candidate.context_window <= larger_than:
                 continue
             if allow is not None and not allow(candidate, deployment):
@@ -194,8 +199,11 @@ class Executor:
                 continue
             if trace.attempts and not await self._budget.try_spend():
                 break  # a fallback is extra upstream load too
+            left = sum(allow is None or allow(m, d) for m, d in chain[index + 1 :])
             try:
-                return await self._on_deployment(candidate, deployment, first, deadline, trace, once, settle)
+                return await self._on_deployment(
+                    candidate, deployment, first, deadline, left, trace, once, settle
+                )
             except ContextLengthExceeded as exc:
                 error, larger_than = exc, candidate.context_window
             except ProviderError as exc:
@@ -214,13 +222,14 @@ class Executor:
         deployment: Deployment,
         first: Deployment,
         deadline: float,
+        left: int,
         trace: Trace,
         once: Attempt[T],
         settle: Settle[T] | None,
     ) -> T:
         for retry in range(self._config.retry.max_attempts):
             try:
-                return await self._attempt(model, deployment, first, deadline, trace, once, settle)
+                return await self._attempt(model, deployment, first, deadline, left, trace, once, settle)
             except ProviderError as exc:
                 if retry + 1 >= self._config.retry.max_attempts:
                     raise
@@ -237,7 +246,7 @@ class Executor:
         """How long to wait before retry number `retry` (from 0) on this deployment, or None when
         it must not be retried: not retryable, the wait would not fit, the breaker has just opened,
         or the gateway-wide retry budget is spent."""
-        if not exc.retryable:
+        if not exc.retryable or isinstance(exc, ShareExceeded):
             return None
         delay = plan_delay(
             self._config.retry,
@@ -283,6 +292,7 @@ class Executor:
         deployment: Deployment,
         first: Deployment,
         deadline: float,
+        left: int,
         trace: Trace,
         once: Attempt[T],
         settle: Settle[T] | None,
@@ -290,12 +300,13 @@ class Executor:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded("the request's deadline passed before the upstream answered")
+        bound = attempt_bound(remaining, left, self._config.attempt_floor_seconds)
         trace.begin(model, deployment, first=first)
         adapter = self._adapters[deployment.target.provider]
         started = time.perf_counter_ns()
         try:
             with self._tracing.attempt_span(deployment.key, trace.attempts):
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(bound):
                     try:
                         result = await self._leased(once, adapter, deployment, started, settle)
                     except ProviderError as exc:
@@ -304,6 +315,12 @@ class Executor:
         except TimeoutError:
             trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
             await self._breakers.record_failure(deployment.key)
+            if bound < remaining:
+                raise ShareExceeded(
+                    f"no answer from {deployment.target.provider} within {bound:.3g}s, this attempt's "
+                    "share of the request's deadline",
+                    provider=deployment.target.provider,
+                ) from None
             raise DeadlineExceeded(
                 f"no answer from {deployment.target.provider} within the request's deadline"
             ) from None
@@ -315,6 +332,15 @@ class Executor:
         trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
         await self._breakers.record_success(deployment.key)
         return result
+
+
+def attempt_bound(remaining: float, left: int, floor: float) -> float:
+    """Seconds one attempt may take (for a stream: until its first chunk) when `left` deployments
+    could still be tried after it: an even share, remaining / (left + 1), but never under `floor`
+    nor over what remains. The last deployment gets all that remains."""
+    if left <= 0:
+        return remaining
+    return min(remaining, max(floor, remaining / (left + 1)))
 
 
 async def _held(stream: Stream, lease: Lease, started: int) -> Stream:

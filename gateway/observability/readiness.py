@@ -59,19 +59,21 @@ async def check_database(deps: Dependencies) -> Check:
     return Check(True, "ok")
 
 
-def check_state(deps: Dependencies) -> Check:
+async def check_state(deps: Dependencies) -> Check:
     store = deps.store
     if not isinstance(store, FallbackStateStore):
         return Check(True, "ok (in-memory)")
+    # current(): pings a store not heard from within the last second, so a hung Redis shows here
+    # before any request finds it: "per-replica fallback (...)" while failing open, "unavailable
+    # (fail-closed)" otherwise.
+    description = await store.current()
     if not store.degraded:
         return Check(True, "ok")
-    # describe(): "per-replica fallback (...)" while failing open, "unavailable (fail-closed)" otherwise.
-    description = store.describe()
     return Check(False, f"unreachable, {description}", blocks_serving=description.startswith("unavailable"))
 
 
 async def check_all(deps: Dependencies) -> dict[str, Check]:
-    return {"database": await check_database(deps), "state": check_state(deps)}
+    return {"database": await check_database(deps), "state": await check_state(deps)}
 
 
 def overall(checks: dict[str, Check]) -> str:

@@ -4,7 +4,10 @@ script on Redis), so 200 concurrent requests cannot together pass a budget: each
 in what is left, its worst case counted, or is refused.
 
 Counters start from the ledger's rollups the first time a period is seen (a restart or a new
-replica does not forget what was spent today), and expire two periods later.
+replica does not forget what was spent today), and expire two periods later. When the shared store
+comes back after an outage, or is found to have lost its data, every counter this replica uses is
+raised to at least the ledger's spend (`resync`): what was spent meanwhile, counted only in each
+replica's own memory, is not handed out again, whether Redis came back empty or with its data.
 """
 
 from __future__ import annotations
@@ -63,6 +66,26 @@ class Budgets:
         self._clock = clock
         self._seeded: set[str] = set()
         self._rechecked: dict[str, float] = {}
+        # The counters this process has used, by key: what `resync` raises after an outage.
+        self._known: dict[str, Budget] = {}
+        register = getattr(store, "on_recovery", None)  # a FallbackStateStore over Redis
+        if callable(register):
+            register(self.resync)
+
+    async def resync(self, store: StateStore, lost: bool) -> None:
+        """The shared store answers again (`store`), or lost its data: each current counter this
+        replica knows goes up to the ledger's spend if it is below (never down: reservations in
+        flight are in it). After a loss the rest are seeded again on first use."""
+        if lost:
+            self._seeded.clear()
+            self._rechecked.clear()
+        for key, budget in list(self._known.items()):
+            current, ttl = self._key(budget)
+            if current != key:  # the period rolled over
+                del self._known[key]
+                continue
+            first, last = self._period(budget)
+            await store.raise_to(key, await self._spent(budget.owner, first, last), ttl=ttl)
 
     async def reserve(self, budgets: list[Budget], amount: int) -> Reservation:
         reservation = Reservation(amount=amount)
@@ -132,17 +155,22 @@ class Budgets:
     async def _counter(self, budget: Budget) -> tuple[str, float, bool]:
         """The counter's key and TTL, seeded from the ledger the first time this process uses it
         (and whether that happened now)."""
-        first, last = self._period(budget)
-        if budget.period == DAY:
-            key, ttl = f"budget:{budget.owner}:d:{first.isoformat()}", _DAY_TTL
-        else:
-            key, ttl = f"budget:{budget.owner}:m:{first:%Y-%m}", _MONTH_TTL
+        key, ttl = self._key(budget)
         if key in self._seeded:
             return key, ttl, False
         if await self._store.get(key) is None:
+            first, last = self._period(budget)
             spent = await self._spent(budget.owner, first, last)
             await self._store.set_if_absent(key, str(spent).encode(), ttl=ttl)
         self._seeded.add(key)
+        self._known[key] = budget
         if len(self._seeded) > 100_000:  # periods roll over; forget old ones
             self._seeded = {key}
+            self._known = {key: budget}
         return key, ttl, True
+
+    def _key(self, budget: Budget) -> tuple[str, float]:
+        first, _ = self._period(budget)
+        if budget.period == DAY:
+            return f"budget:{budget.owner}:d:{first.isoformat()}", _DAY_TTL
+        return f"budget:{budget.owner}:m:{first:%Y-%m}", _MONTH_TTL

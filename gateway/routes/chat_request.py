@@ -150,10 +150,84 @@ def _check_scalars(body: dict[str, Any]) -> None:
                 param="stop",
                 code="invalid_type",
             )
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-            raise InvalidRequest("'tools' must be an array of objects", param="tools", code="invalid_type")
+    _check_tools(body.get("tools"))
+    _check_response_format(body.get("response_format"))
     user = body.get("user")
     if user is not None and not isinstance(user, str):
         raise InvalidRequest("'user' must be a string", param="user", code="invalid_type")
+
+
+def _check_tools(tools: Any) -> None:
+    """The shape OpenAI itself requires, so a malformed list is refused here rather than billed or
+    refused upstream in the upstream's words."""
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        raise InvalidRequest("'tools' must be an array of objects", param="tools", code="invalid_type")
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict):
+            raise InvalidRequest(f"'{where}' must be an object", param=where, code="invalid_type")
+        kind = tool.get("type", "function")
+        if kind != "function":
+            continue  # custom tools and whatever comes next: the upstream knows its own
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise InvalidRequest(
+                f"'{where}.function' must be an object with a 'name'",
+                param=f"{where}.function",
+                code="invalid_type",
+            )
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest(
+                f"'{where}.function.name' is required (a non-empty string)",
+                param=f"{where}.function.name",
+                code="missing_required_parameter" if name is None else "invalid_type",
+            )
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise InvalidRequest(
+                f"'{where}.function.parameters' must be a JSON Schema object",
+                param=f"{where}.function.parameters",
+                code="invalid_type",
+            )
+
+
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+
+
+def _check_response_format(value: Any) -> None:
+    if value is None:
+        return  # not an object at all: `_OBJECTS` said so already
+    kind = value.get("type")
+    if kind not in _RESPONSE_FORMATS:
+        raise InvalidRequest(
+            f"'response_format.type' must be one of {', '.join(_RESPONSE_FORMATS)}; got {kind!r}",
+            param="response_format.type",
+            code="invalid_value",
+        )
+    if kind != "json_schema":
+        return
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict):
+        raise InvalidRequest(
+            "'response_format.json_schema' is required for type 'json_schema' (an object with a "
+            "'name' and a 'schema')",
+            param="response_format.json_schema",
+            code="missing_required_parameter" if spec is None else "invalid_type",
+        )
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest(
+            "'response_format.json_schema.name' is required (a non-empty string)",
+            param="response_format.json_schema.name",
+            code="missing_required_parameter" if name is None else "invalid_type",
+        )
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise InvalidRequest(
+            "'response_format.json_schema.schema' is required (a JSON Schema object)",
+            param="response_format.json_schema.schema",
+            code="missing_required_parameter" if schema is None else "invalid_type",
+        )

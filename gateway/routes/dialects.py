@@ -104,8 +104,7 @@ class AnthropicMessages:
 
     def parse(self, raw: bytes) -> ChatRequest:
         body = json_object(raw)
-        if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
-            raise InvalidRequest("max_tokens: Field required (an integer)", param="max_tokens")
+        _check_max_tokens(body.get("max_tokens", _MISSING))
         try:
             translated = orjson.dumps(from_anthropic_request(body))
         except (TypeError, AttributeError, ValueError) as exc:
@@ -131,6 +130,24 @@ class AnthropicMessages:
         # The message `describe` chose: an internal error's own text never reaches the client.
         message = orjson.loads(body)["error"]["message"]
         return status, orjson.dumps(to_anthropic_error(status, message)), error_type
+
+
+_MISSING = object()
+
+
+def _check_max_tokens(value: object) -> None:
+    """Anthropic's own words (pydantic's): a missing field, a value that is no integer (1e30 is a
+    float) and one below 1 are three different mistakes."""
+    if value is _MISSING:
+        raise InvalidRequest("max_tokens: Field required", param="max_tokens")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidRequest(
+            "max_tokens: Input should be a valid integer", param="max_tokens", code="invalid_type"
+        )
+    if value < 1:
+        raise InvalidRequest(
+            "max_tokens: Input should be greater than or equal to 1", param="max_tokens", code="invalid_value"
+        )
 
 
 OPENAI_CHAT = OpenAIChat()

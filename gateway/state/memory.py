@@ -89,6 +89,15 @@ class MemoryStateStore:
             entry.value = current + amount
         return True, current + amount
 
+    async def raise_to(self, key: str, floor: int, *, ttl: float | None = None) -> int:
+        current, entry = self._int(key)
+        if entry is None:
+            self._put(key, floor, ttl)
+            return floor
+        if current < floor:
+            entry.value = floor
+        return max(current, floor)
+
     async def take(
         self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False
     ) -> BucketResult:

@@ -37,6 +37,21 @@ end
 return {1, current + amount}
 """
 
+_RAISE_TO = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '')
+local floor = tonumber(ARGV[1])
+if current == nil then
+  redis.call('SET', KEYS[1], floor)
+  if ARGV[2] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+  return floor
+end
+if current < floor then
+  redis.call('SET', KEYS[1], floor, 'KEEPTTL')
+  return floor
+end
+return current
+"""
+
 # Token bucket on the server's clock, so replicas with skewed clocks still agree.
 _TAKE = """
 local capacity = tonumber(ARGV[1])
@@ -72,19 +87,21 @@ class RedisStateStore:
         self._incr = client.register_script(_INCR)
         self._reserve = client.register_script(_RESERVE)
         self._take = client.register_script(_TAKE)
+        self._raise_to = client.register_script(_RAISE_TO)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "tollgate:") -> RedisStateStore:
         # After a Redis restart every pooled connection is dead, and redis-py retries a command on a
         # dead connection only for errors listed in retry_on_error: without it a burst right after
         # the restart failed on each of them (29 of 30 scripts, measured), which fail-closed turns
-        # into 503s. One immediate retry on a fresh connection; timeouts are not retried.
+        # into 503s. One immediate retry on a fresh connection; timeouts are not retried (Retry's
+        # default errors include TimeoutError: a hung Redis then cost two socket timeouts a call).
         client = Redis.from_url(
             url,
             socket_connect_timeout=2.0,
             socket_timeout=2.0,
             health_check_interval=15,
-            retry=Retry(NoBackoff(), 1),
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
             retry_on_error=[RedisConnectionError],
         )
         return cls(client, prefix=prefix)
@@ -118,6 +135,9 @@ class RedisStateStore:
     ) -> tuple[bool, int]:
         reserved, total = await self._reserve(keys=[self._k(key)], args=[amount, limit, _ms(ttl)])
         return bool(reserved), int(total)
+
+    async def raise_to(self, key: str, floor: int, *, ttl: float | None = None) -> int:
+        return int(await self._raise_to(keys=[self._k(key)], args=[floor, _ms(ttl)]))
 
     async def take(
         self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False

@@ -44,6 +44,11 @@ class StateStore(Protocol):
         """Add `amount` only if the total stays within `limit`; returns (reserved, total after)."""
         ...
 
+    async def raise_to(self, key: str, floor: int, *, ttl: float | None = None) -> int:
+        """Raise an integer counter to at least `floor` (created at `floor`, `ttl` then); returns
+        the value after. Never lowers it: the recount after an outage can only add what was missed."""
+        ...
+
     async def take(
         self, key: str, *, capacity: float, refill_per_second: float, amount: float = 1.0, force: bool = False
     ) -> BucketResult:

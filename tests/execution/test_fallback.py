@@ -160,3 +160,49 @@ def test_storm_retries_stay_within_the_budget(
             assert set(response.json()["error"]) == {"message", "type", "code", "param"}
     assert sum(r.status_code == 200 for r in responses) >= requests * 0.5
     assert len([r for r in rows if r["requested_model"] == "gpt-4o-mini"]) >= requests
+
+
+# [reliability-2] part 4: a hanging upstream whose own timeout (600 s by default) outlasts the
+# request's deadline gets a share of it, and the fallback answers in the rest.
+HANG = {"kind": "timeout", "seconds": 30, "model": "resilient-upstream"}
+DEADLINE = {"x-tollgate-timeout-ms": "8000"}
+BOTH = "openai/resilient-upstream,local/meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline(
+    client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
+) -> None:
+    fault(openai_upstream, HANG)
+    raw = create(client, "resilient", extra_headers=DEADLINE)
+    assert raw.http_response.status_code == 200
+    assert raw.headers["x-tollgate-model"] == "llama"
+    # Timed out on its share, the hanging deployment is not retried: the fallback is next.
+    assert len(upstream_calls(openai_upstream, "resilient-upstream")) == 1
+    row = gateway.ledger_row(raw.headers["x-request-id"])
+    assert (row["status"], row["fallback_used"], row["attempts"]) == (200, True, 2)
+    assert row["deployments_tried"] == BOTH
+
+
+def test_a_stream_whose_primary_hangs_is_answered_by_the_fallback(
+    client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
+) -> None:
+    fault(openai_upstream, HANG)
+    with client.chat.completions.with_streaming_response.create(
+        model="resilient", messages=HELLO, stream=True, extra_headers=DEADLINE
+    ) as response:
+        assert response.headers["x-tollgate-model"] == "llama"
+        assert list(response.parse())
+    row = gateway.ledger_row(response.headers["x-request-id"])
+    assert (row["status"], row["deployments_tried"]) == (200, BOTH)
+
+
+def test_the_last_deployment_still_gets_the_whole_deadline(
+    client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
+) -> None:
+    """Without a fallback the hang ends at the deadline as before: a 504 that says so."""
+    fault(openai_upstream, {"kind": "timeout", "seconds": 30, "model": "gpt-4o-mini"})
+    with pytest.raises(openai.APIStatusError) as caught:
+        create(client, "gpt-4o-mini", extra_headers={"x-tollgate-timeout-ms": "1500"})
+    assert caught.value.status_code == 504
+    assert caught.value.body["code"] == "deadline_exceeded"  # type: ignore[index]
+    assert len(upstream_calls(openai_upstream, "gpt-4o-mini")) == 1

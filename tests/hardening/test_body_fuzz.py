@@ -203,23 +203,23 @@ MALFORMED = [
     case("model with control characters", EMBEDDINGS, b'{"model":"\\u0000\\u001b[31m","input":"x"}', 404),
     # Odd but acceptable: answered.
     case(
-        "duplicate keys, the last wins",
+        "duplicate keys, refused",
         CHAT,
         b'{"model":5,"model":"gpt-4o-mini","messages":' + orjson.dumps(HI) + b"}",
-        200,
+        400,
     ),
     case("unknown fields", CHAT, chat(frobnicate={"a": [1, None]}, x_y=True), 200),
     case(
-        "tool schema that is not JSON Schema",
+        "tool schema that is not JSON Schema, refused",
         CHAT,
         chat(tools=[{"type": "function", "function": {"name": "f", "parameters": "nope"}}]),
-        200,
+        400,
     ),
     case(
-        "tool input_schema that is not JSON Schema",
+        "tool input_schema that is not JSON Schema, refused",
         MESSAGES,
         messages_body(tools=[{"name": "f", "input_schema": "nope"}]),
-        200,
+        400,
     ),
     case(
         "content part of an odd type",

@@ -77,3 +77,12 @@ async def test_forced_take_goes_into_debt_and_refunds_give_back(store: StateStor
     assert not (await store.take("tpm", capacity=100, refill_per_second=0.001, amount=1)).allowed
     refund = await store.take("tpm", capacity=100, refill_per_second=0.001, amount=-60, force=True)
     assert refund.remaining == pytest.approx(20, abs=0.5)
+
+
+async def test_raise_to_only_ever_raises(store: StateStore) -> None:
+    assert await store.raise_to("spent", 50, ttl=0.1) == 50  # created at the floor
+    assert await store.raise_to("spent", 30) == 50  # never lowered
+    assert await store.incr("spent", 5) == 55
+    assert await store.raise_to("spent", 80) == 80
+    await asyncio.sleep(0.15)
+    assert await store.get("spent") is None, "raising it kept the TTL it was created with"
