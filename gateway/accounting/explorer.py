@@ -28,6 +28,7 @@ EQUALS: dict[str, ColumnElement[Any]] = {
     "key": requests.c.key_id,
     "provider": requests.c.provider,
     "tier": requests.c.tier,
+    "route": requests.c.route,
     "error_type": requests.c.error_type,
     "cache_status": requests.c.cache_status,
 }

@@ -30,6 +30,7 @@ DIMENSIONS: dict[str, ColumnElement[Any]] = {
     "team": requests.c.team,
     "key": requests.c.key_id,
     "tier": requests.c.tier,
+    "route": requests.c.route,
     "status": requests.c.status,
     "error_type": requests.c.error_type,
 }

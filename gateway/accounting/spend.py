@@ -15,7 +15,7 @@ from sqlalchemy.sql import ColumnElement
 from gateway.accounting.schema import requests, spend_daily, spend_daily_tags
 from gateway.errors import InvalidRequest
 
-GROUPS = ("team", "key", "model", "provider", "tier", "tag", "day", "hour")
+GROUPS = ("team", "key", "model", "provider", "tier", "route", "tag", "day", "hour")
 _COLUMN = {"key": "key_id"}
 MEASURES = (
     "requests",
@@ -77,7 +77,7 @@ def parse_time(value: str | None, *, default: datetime, now: datetime) -> dateti
 
 async def query_spend(engine: AsyncEngine, query: SpendQuery) -> list[dict[str, Any]]:
     """One dict per group, with the measures, error rate and savings; sorted by cost, largest first."""
-    if "hour" in query.group_by:
+    if "hour" in query.group_by or "route" in query.group_by:  # the rollups keep neither
         rows = await _from_raw(engine, query)
     elif "tag" in query.group_by:
         rows = await _from_rollup(engine, query, spend_daily_tags)

@@ -17,8 +17,8 @@ from gateway.routes.spend import present
 
 # Dimensions a table can group by: each must be a `GROUPS` entry of the spend API. Once the ledger
 # has a `route` column in the spend query, `"route"` here is the whole change.
-TABLE_BY = ("team", "model", "provider", "key")
-LATENCY_BY = ("model", "provider")
+TABLE_BY = ("team", "model", "provider", "route", "key")
+LATENCY_BY = ("model", "provider", "route")
 ERRORS_BY = ("status", "error_type", "provider", "model")
 
 

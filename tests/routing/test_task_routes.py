@@ -147,3 +147,23 @@ def test_the_spend_api_breaks_spend_down_by_route(sandbox_settings: SettingsFact
     assert (greetings["requests"], greetings["cheapest_share"]) == (2, 1.0)
     assert parsers["cost_nano"] == rows[0]["cost_nano"] > 0
     assert greetings["cost_nano"] == rows[1]["cost_nano"] + rows[2]["cost_nano"]
+
+
+def test_spend_and_the_dashboard_table_group_by_route(sandbox_settings: SettingsFactory) -> None:
+    """`/v1/spend?group_by=route` (from the raw ledger: the daily rollups keep no route) and the
+    dashboard's table by route agree with the rows."""
+    routes = [{**ROUTES[0], "tier": "frontier"}, {**ROUTES[1], "tier": "local"}]
+    started = datetime.now(UTC).isoformat()
+    with serve(sandbox_settings(routing={"tiers": TIERS, "routes": routes})) as server:
+        rows = [ask(server, text)[1] for text in (CODE, GREETING)]
+        params = {"group_by": "route", "since": started}
+        spend = httpx.get(server.base_url + "/v1/spend", params=params, timeout=10).json()
+        table = httpx.get(
+            server.base_url + "/dashboard/api/table", params={"by": "route", "since": started}, timeout=10
+        ).json()
+    by_route = {row["route"]: row for row in spend["data"]}
+    assert by_route["parsers"]["cost_nano"] == rows[0]["cost_nano"] > 0
+    assert by_route["greetings"]["requests"] == 1
+    assert {row["route"]: row["cost_nano"] for row in table["rows"]} == {
+        name: row["cost_nano"] for name, row in by_route.items()
+    }
