@@ -283,6 +283,11 @@ class FallbackStateStore:
     async def ping(self) -> None:
         await self._shared.ping()
 
+    def start(self) -> None:
+        """Begin watching the shared store (its marker, its recovery) from start-up, not from the
+        first request: a watch that only starts under load is a task nobody counted on."""
+        self._watch()
+
     async def aclose(self) -> None:
         if self._probe is not None:
             self._probe.cancel()

@@ -107,7 +107,7 @@ def test_postgres_explorer_errors_and_tables_match_the_ledger(pg_traffic: dict[s
         assert all(len(label) == 19 for label in report["labels"])  # hourly, spelled like the spend API
     kinds = api(server, ADMIN, "errors", since=since)["kinds"]
     assert sum(k["errors"] for k in kinds) == len(failed)
-    for by in ("team", "model", "provider", "key"):
+    for by in ("team", "model", "provider", "route", "key"):
         table = api(server, ADMIN, "table", since=since, by=by)["rows"]
         assert table == spend(server, ADMIN, since=since, group_by=by)["data"] or by == "key"
         assert sum(row["cost_nano"] for row in table) == sum(r["cost_nano"] for r in rows)

@@ -63,7 +63,7 @@ def test_tables_are_the_spend_api_rows_and_the_csv_is_the_table(
         show(page, "tables")
         # The choices are the server's: a dimension added there is a button here.
         choices = page.eval_on_selector_all("#table-by button", "(bs) => bs.map((b) => b.dataset.by)")
-        assert choices == ["team", "model", "provider", "key"]
+        assert choices == ["team", "model", "provider", "route", "key"]
         for by in choices:
             page.click(f"#table-by button[data-by='{by}']")
             page.wait_for_selector("body[data-state='ready']")
