@@ -17,7 +17,6 @@ replica uses it again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -77,6 +76,7 @@ class FallbackStateStore:
         self._last_log = 0.0
         self._last_ok = float("-inf")
         self._probe: asyncio.Task[None] | None = None
+        self._closing = False
         self._on_recovery: list[Recovery] = []
 
     @property
@@ -137,11 +137,15 @@ class FallbackStateStore:
         return self._local
 
     def _watch(self) -> None:
+        if self._closing:
+            return
         if self._probe is None or self._probe.done():
             self._probe = asyncio.get_running_loop().create_task(self._watch_loop())
 
     async def _watch_loop(self) -> None:
-        while True:
+        # A cancel that lands as `asyncio.timeout` fires comes out as TimeoutError (Python 3.11),
+        # which the loop would take for an unreachable store: the flag ends it whatever arrives.
+        while not self._closing:
             await asyncio.sleep(self._cooldown if self._down_since is not None else self._watch_every)
             try:
                 async with asyncio.timeout(self._probe_timeout):
@@ -289,9 +293,9 @@ class FallbackStateStore:
         self._watch()
 
     async def aclose(self) -> None:
+        self._closing = True
         if self._probe is not None:
             self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe
+            await asyncio.wait({self._probe}, timeout=5)
         await self._shared.aclose()
         await self._local.aclose()
