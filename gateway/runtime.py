@@ -235,10 +235,6 @@ class Runtime:
     async def begin(self) -> None:
         """What needs the running loop: the first scrape of every self-hosted fleet."""
         await self.ledger.prepare()
-        from gateway.state.failover import FallbackStateStore  # light: redis-py stays unimported
-
-        if isinstance(self.store, FallbackStateStore):
-            self.store.start()
         await self.catalogs.start()  # the version in force before the first request
         await self.fleets.start()
 

@@ -26,6 +26,8 @@ from gateway.errors import GatewayError
 from gateway.state.memory import MemoryStateStore
 from gateway.state.store import BucketResult, StateStore
 
+# The store's watch (its marker, probing while away): started on first use, alive until close.
+WATCH_TASK = "tollgate-state-watch"
 log = logging.getLogger("tollgate.state")
 
 _UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
@@ -140,7 +142,7 @@ class FallbackStateStore:
         if self._closing:
             return
         if self._probe is None or self._probe.done():
-            self._probe = asyncio.get_running_loop().create_task(self._watch_loop())
+            self._probe = asyncio.get_running_loop().create_task(self._watch_loop(), name=WATCH_TASK)
 
     async def _watch_loop(self) -> None:
         # A cancel that lands as `asyncio.timeout` fires comes out as TimeoutError (Python 3.11),
@@ -286,11 +288,6 @@ class FallbackStateStore:
 
     async def ping(self) -> None:
         await self._shared.ping()
-
-    def start(self) -> None:
-        """Begin watching the shared store (its marker, its recovery) from start-up, not from the
-        first request: a watch that only starts under load is a task nobody counted on."""
-        self._watch()
 
     async def aclose(self) -> None:
         self._closing = True
