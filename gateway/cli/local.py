@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from gateway.config.loader import ConfigError
 from gateway.config.loader import load_config as load_config_file
-from gateway.config.schema import Config, ModelConfig, OpenAICompatibleProvider
+from gateway.config.providers import OpenAICompatibleProvider
+from gateway.config.schema import Config, ModelConfig
 from gateway.config.self_hosted import GpuConfig
 from local_backend.launch import LaunchSpec, SpeculativeSpec, launch_command
 

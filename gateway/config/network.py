@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.config.schema import Config, LiteLLMProvider, ProviderConfig, TLSConfig
+from gateway.config.providers import LiteLLMProvider, ProviderConfig, TLSConfig
+from gateway.config.schema import Config
 from providers.proxy import ProxyRules, ProxySettingError
 from providers.tls import TLSSettingError, TLSSettings, tls_context
 

@@ -9,7 +9,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from gateway.config.schema import Config, OpenAICompatibleProvider
+from gateway.config.providers import OpenAICompatibleProvider
+from gateway.config.schema import Config
 from gateway.config.self_hosted import FleetConfig
 from gateway.models import Deployment, Model
 from local_backend.choice import rank

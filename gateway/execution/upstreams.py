@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gateway.config.network import provider_network
-from gateway.config.schema import (
+from gateway.config.providers import (
     AnthropicProvider,
-    Config,
     GeminiProvider,
     LiteLLMProvider,
     OpenAICompatibleProvider,
     ProviderConfig,
 )
+from gateway.config.schema import Config
 from providers.adapter import Adapter
 from providers.anthropic.client import AnthropicAdapter
 from providers.gemini.client import GeminiAdapter
