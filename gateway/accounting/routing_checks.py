@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ColumnElement
 
 from gateway.accounting.schema import requests
+from gateway.config.schema import RoutingConfig
 
 JUDGE_TAG = "shadow_judge"
 
@@ -58,11 +59,13 @@ async def routing_checks(
     *,
     since: datetime,
     until: datetime,
-    auto_model: str,
-    top_tier: str | None,
+    routing: RoutingConfig,
     team: str | None = None,
 ) -> list[RouteChecks]:
-    """One row per route (or tier) of the `auto` requests created in [since, until)."""
+    """One row per route (or tier) of the `auto` requests created in [since, until); "answered low"
+    is below the top configured tier."""
+    auto_model = routing.auto_model
+    top_tier = routing.tiers[-1].name if routing.tiers else None
     t = requests
     asked = [
         t.c.created_at >= since,

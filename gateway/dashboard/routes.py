@@ -167,14 +167,8 @@ def _choice(value: str, choices: tuple[str, ...], param: str) -> None:
 async def routing(request: Request, scope: Filters) -> Response:
     """The spend API's `/v1/spend/routing` figures for the dashboard's range and team."""
     runtime = _runtime(request)
-    tiers = runtime.config.routing.tiers
     rows = await routing_checks(
-        runtime.engine,
-        since=scope.since,
-        until=scope.until,
-        auto_model=runtime.config.routing.auto_model,
-        top_tier=tiers[-1].name if tiers else None,
-        team=scope.team,
+        runtime.engine, since=scope.since, until=scope.until, routing=runtime.config.routing, team=scope.team
     )
     return _json({"routes": [row.to_json() for row in rows]})
 

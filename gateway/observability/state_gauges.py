@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gateway.models import ModelRegistry
     from gateway.state.store import StateStore
 
+
 class LedgerView(Protocol):
     """What the gauges read from the ledger writer."""
 

@@ -5,7 +5,6 @@ team's request id is 404, as if it did not exist)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 import orjson
@@ -21,11 +20,10 @@ from gateway.accounting.explorer import (
     parse_status,
 )
 from gateway.accounting.insights import Slice
-from gateway.accounting.spend import FILTER_PATTERN, parse_time
+from gateway.accounting.spend import FILTER_PATTERN
 from gateway.errors import GatewayError, InvalidRequest
-from gateway.http.headers import request_headers
 from gateway.models import ModelRegistry
-from gateway.policy.principal import Principal, authenticate, require_team
+from gateway.routes.reading import caller, readable_team, window
 from gateway.runtime import Runtime
 from pricing.money import format_usd, usd_to_nano
 from pricing.price import Price
@@ -58,10 +56,8 @@ async def list_requests(
     limit: int = Query(100, ge=1, le=MAX_PAGE),
 ) -> Response:
     runtime: Runtime = request.app.state.runtime
-    principal = await _caller(request, runtime)
-    now = datetime.now(UTC)
-    start = parse_time(since, default=now - timedelta(days=30), now=now)
-    end = parse_time(until, default=now, now=now)
+    principal = await caller(request, runtime)
+    start, end = window(since, until)
     declared = {
         "key": key,
         "provider": provider,
@@ -76,7 +72,7 @@ async def list_requests(
             raise InvalidRequest(f"'{name}' cannot hold a NUL character", param=name)
     query = RequestFilter(
         where=Slice(
-            since=start, until=end, team=_team(principal, team), model=model or None, tag=tag or None
+            since=start, until=end, team=readable_team(principal, team), model=model or None, tag=tag or None
         ),
         equals=tuple((name, value) for name, value in given.items() if value),
         status=parse_status(status),
@@ -99,27 +95,13 @@ async def list_requests(
 @router.get("/v1/spend/requests/{request_id}", summary="One request: route, attempts, tokens, cost, latency")
 async def show_request(request: Request, request_id: str) -> Response:
     runtime: Runtime = request.app.state.runtime
-    principal = await _caller(request, runtime)
-    team = principal.team if principal.kind == "team_key" else None
+    team = readable_team(await caller(request, runtime), None)
     row = await find_request(runtime.engine, request_id, team=team)
     if row is None:
         raise RequestNotFound(f"no request '{request_id}' in the ledger", param="request_id")
     row["cost"] = cost_split(row, _price(runtime.registry, row))
     row["cost_usd"] = format_usd(row["cost_nano"])
     return Response(orjson.dumps(row), media_type="application/json", headers={"cache-control": "no-store"})
-
-
-async def _caller(request: Request, runtime: Runtime) -> Principal:
-    return await authenticate(
-        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
-    )
-
-
-def _team(principal: Principal, team: str | None) -> str | None:
-    if principal.kind == "team_key":
-        require_team(principal, team or principal.team)
-        return principal.team
-    return team or None
 
 
 def _nano(usd: str | None) -> int | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -17,12 +16,12 @@ from gateway.accounting.spend import (
     GROUPS,
     SpendQuery,
     parse_group_by,
-    parse_time,
     query_spend,
+    savings,
     totals,
 )
 from gateway.http.headers import request_headers
-from gateway.policy.principal import authenticate, require_team
+from gateway.routes.reading import caller, readable_team, window
 from gateway.runtime import Runtime
 from pricing.money import format_usd
 
@@ -54,20 +53,9 @@ async def spend(
     team: str | None = Query(None, description="only this team", pattern=FILTER_PATTERN),
 ) -> Response:
     runtime: Runtime = request.app.state.runtime
-    principal = await authenticate(
-        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
-    )
-    if principal.kind == "team_key":
-        # A team key reads its own team's spend and nothing else.
-        require_team(principal, team or principal.team)
-        team = principal.team
-    now = datetime.now(UTC)
-    query = SpendQuery(
-        group_by=parse_group_by(group_by),
-        since=parse_time(since, default=now - timedelta(days=30), now=now),
-        until=parse_time(until, default=now, now=now),
-        team=team,
-    )
+    team = readable_team(await caller(request, runtime), team)
+    start, end = window(since, until)
+    query = SpendQuery(group_by=parse_group_by(group_by), since=start, until=end, team=team)
     rows = [present(r) for r in await query_spend(runtime.engine, query)]
     summary = present(totals(rows))
     if "text/csv" in request_headers(request).get("accept", ""):
@@ -92,20 +80,10 @@ async def routing(
     """How `auto` routing holds up on this gateway's own traffic (`gateway.accounting.routing_checks`);
     a team key sees its own team's requests."""
     runtime: Runtime = request.app.state.runtime
-    principal = await authenticate(
-        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
-    )
-    now = datetime.now(UTC)
-    start = parse_time(since, default=now - timedelta(days=30), now=now)
-    end = parse_time(until, default=now, now=now)
-    tiers = runtime.config.routing.tiers
+    team = readable_team(await caller(request, runtime), None)
+    start, end = window(since, until)
     rows = await routing_checks(
-        runtime.engine,
-        since=start,
-        until=end,
-        auto_model=runtime.config.routing.auto_model,
-        top_tier=tiers[-1].name if tiers else None,
-        team=principal.team if principal.kind == "team_key" else None,
+        runtime.engine, since=start, until=end, routing=runtime.config.routing, team=team
     )
     body = {
         "object": "routing_checks",
@@ -124,22 +102,17 @@ async def spend_by_route(
     team: str | None = Query(None, description="only this team", pattern=FILTER_PATTERN),
 ) -> Response:
     runtime: Runtime = request.app.state.runtime
-    principal = await authenticate(
-        request_headers(request), admin_key=runtime.admin_key, keys=runtime.keys, open_mode=runtime.open_mode
-    )
-    if principal.kind == "team_key":
-        require_team(principal, team or principal.team)
-        team = principal.team
-    now = datetime.now(UTC)
-    start = parse_time(since, default=now - timedelta(days=30), now=now)
-    end = parse_time(until, default=now, now=now)
+    team = readable_team(await caller(request, runtime), team)
+    start, end = window(since, until)
     tiers = runtime.config.routing.tiers
     rows = await route_spend(
         runtime.engine, since=start, until=end, cheapest=tiers[0].name if tiers else None, team=team
     )
     for row in rows:
         row["cost_usd"] = format_usd(row["cost_nano"])
-        row["savings_usd"] = format_usd(row["baseline_cost_nano"] - row["cost_nano"])
+        saved = savings(row["baseline_cost_nano"], row["cost_nano"])
+        row["savings_nano"] = saved
+        row["savings_usd"] = None if saved is None else format_usd(saved)
     body = {"object": "spend.routes", "since": start.isoformat(), "until": end.isoformat(), "data": rows}
     return Response(orjson.dumps(body), media_type="application/json")
 
