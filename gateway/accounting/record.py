@@ -66,6 +66,11 @@ class RequestRecord:
     cost_nano: int = 0
     baseline_cost_nano: int | None = None
     cache_saving_nano: int = 0
+    # What the context policy left out of the prompt (`gateway.context`), and that at the input price.
+    context_tokens_removed: int = 0
+    context_saving_nano: int = 0
+    # The `x-tollgate-context` header that says so to the client; not a column (the flags are).
+    context_note: str | None = None
     price_unknown: bool = False
     price_source: str | None = None
     price_version: str | None = None
@@ -230,6 +235,8 @@ class RequestRecord:
             "cost_nano": self.cost_nano,
             "baseline_cost_nano": self.baseline_cost_nano,
             "cache_saving_nano": self.cache_saving_nano,
+            "context_tokens_removed": self.context_tokens_removed,
+            "context_saving_nano": self.context_saving_nano,
             "price_unknown": self.price_unknown,
             "price_source": self.price_source,
             "price_version": self.price_version,

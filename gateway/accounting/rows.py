@@ -97,6 +97,8 @@ def _measures(row: dict[str, Any]) -> dict[str, int]:
         "cost_nano": row["cost_nano"],
         "baseline_cost_nano": row["baseline_cost_nano"] or 0,
         "cache_saving_nano": row.get("cache_saving_nano") or 0,
+        "context_tokens_removed": row.get("context_tokens_removed") or 0,
+        "context_saving_nano": row.get("context_saving_nano") or 0,
     }
 
 

@@ -70,6 +70,9 @@ requests = Table(
     Column("baseline_cost_nano", BigInteger, nullable=True),
     # Cost of the same tokens at the uncached price, minus the cost: what prompt or response caching saved.
     Column("cache_saving_nano", BigInteger, nullable=False, server_default="0"),
+    # Prompt tokens the context policy left out (trimmed, deduped) and their cost at the input price.
+    Column("context_tokens_removed", Integer, nullable=False, server_default="0"),
+    Column("context_saving_nano", BigInteger, nullable=False, server_default="0"),
     Column("price_unknown", Boolean, nullable=False),
     Column("price_source", String(128), nullable=True),
     Column("price_version", String(128), nullable=True),
@@ -109,7 +112,11 @@ ROLLUP_MEASURES = (
     "cost_nano",
     "baseline_cost_nano",
     "cache_saving_nano",
+    "context_tokens_removed",
+    "context_saving_nano",
 )
+# Measures added after the first migration: their columns default to 0.
+_DEFAULTED = frozenset({"cache_saving_nano", "context_tokens_removed", "context_saving_nano"})
 
 spend_daily = Table(
     "spend_daily",
@@ -117,7 +124,7 @@ spend_daily = Table(
     Column("day", Date, primary_key=True),
     *(Column(name, String(256), primary_key=True) for name in ROLLUP_DIMENSIONS),
     *(
-        Column(name, BigInteger, nullable=False, server_default="0" if name == "cache_saving_nano" else None)
+        Column(name, BigInteger, nullable=False, server_default="0" if name in _DEFAULTED else None)
         for name in ROLLUP_MEASURES
     ),
 )

@@ -25,6 +25,9 @@ MEASURES = (
     "cost_nano",
     "baseline_cost_nano",
     "cache_saving_nano",
+    # What the context policy left out of prompts (`gateway.context`): tokens, and at the input price.
+    "context_tokens_removed",
+    "context_saving_nano",
 )
 
 

@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from gateway.config.base import Strict
+from gateway.config.context import ContextConfig
 
 Example = Annotated[str, Field(min_length=1)]
 Difficulty = Annotated[float, Field(ge=0, le=1)]
@@ -32,3 +33,6 @@ class RouteConfig(Strict):
     raise_above: Difficulty | None = None
     # Whether a lower tier's verifiably bad answer may be retried one tier up (`routing` escalation).
     escalate: bool = True
+    # The context policy for requests matched to this route; a team's own block overrides it field by
+    # field (`gateway.context.policy`).
+    context: ContextConfig | None = None

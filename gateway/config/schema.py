@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.base import Strict
+from gateway.config.context import ContextConfig
 from gateway.config.providers import ProviderConfig, UpstreamConfig
 from gateway.config.routes import RouteConfig
 from gateway.config.routing_checks import EscalationConfig, ShadowConfig
@@ -366,6 +367,9 @@ class TeamConfig(Strict):
     # Whether this team's clients may force a tier with `x-tollgate-tier`; None: the gateway's
     # `routing.allow_forced_tier`.
     allow_forced_tier: bool | None = None
+    # What a conversation may cost in prompt tokens (cap, middle-out trim, tool-output dedupe); None:
+    # the route's block, if any (`gateway.context.policy` says how the two combine).
+    context: ContextConfig | None = None
 
 
 class Config(Strict):

@@ -69,6 +69,11 @@ async def summary(engine: AsyncEngine, scope: Scope) -> dict[str, Any]:
             "caching_nano": total["cache_saving_nano"],
             # The tag rollup does not keep cache savings: under a tag filter they stay in routing.
             "caching_tracked": scope.tag is None,
+            # Prompt tokens the context policy left out (trim, dedupe), apart from the baseline:
+            # the baseline is priced on the tokens that were sent. Not kept per tag either.
+            "context_nano": total["context_saving_nano"],
+            "context_tokens": total["context_tokens_removed"],
+            "context_tracked": scope.tag is None,
         },
         "rates": {
             "requests": rates.requests,

@@ -21,6 +21,8 @@ from gateway.accounting.estimate import estimate_usage, with_generated
 from gateway.accounting.record import RequestRecord
 from gateway.caching.lookup import look_up
 from gateway.caching.response_cache import CachedAnswer, from_stream, replay_chunks
+from gateway.config.schema import TeamConfig
+from gateway.context.policy import ContextRefused, apply_context_policy, combine, route_context
 from gateway.errors import InvalidRequest, UnknownModel, describe
 from gateway.execution.executor import Trace
 from gateway.execution.idempotency import StoredResponse, fingerprint
@@ -109,6 +111,7 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
     if lookup.answer is not None:
         return await _from_cache(settlement, chat, model, dialect, lookup.answer, lookup.status)
     team = gate.team(principal)
+    await _fit_context(runtime, chat, model, record, team)
     record.flags += rewrite_for_upstream(chat, team_name=principal.team, team=team, cache=policy)
     if chat.stream:
         first, chunks = await runtime.executor.open_stream(
@@ -168,6 +171,26 @@ async def _route(
         raise UnknownModel(f"the model '{chat.model}' does not exist", param="model")
     record.route_reason = "model named by the client"
     return model
+
+
+async def _fit_context(
+    runtime: Runtime, chat: ChatRequest, model: Model, record: RequestRecord, team: TeamConfig | None
+) -> None:
+    """The context policy (`gateway.context`) of the team and the matched route: refuse, trim or
+    dedupe before the body goes upstream, and note each change for the row and the client."""
+    context = combine(
+        team.context if team is not None else None, route_context(runtime.config.routing, record.route)
+    )
+    try:
+        change = await apply_context_policy(chat, context, model)
+    except ContextRefused:
+        record.flags.append("context_refused")
+        raise
+    if change is not None:
+        record.flags += change.flags
+        record.context_tokens_removed = change.plan.removed
+        record.context_saving_nano = change.saving_nano
+        record.context_note = change.header
 
 
 async def _from_cache(

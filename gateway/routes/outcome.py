@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.accounting.record import RequestRecord
+from gateway.context.policy import HEADER as CONTEXT_HEADER
 from gateway.errors import InvalidRequest
 from gateway.execution.executor import Trace
 from gateway.http.headers import request_headers
@@ -72,6 +73,8 @@ def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
         headers[ESCALATED_HEADER] = record.escalation_reason
     if record.route is not None:
         headers[ROUTE_HEADER] = record.route
+    if record.context_note:
+        headers[CONTEXT_HEADER] = record.context_note
     return headers
 
 

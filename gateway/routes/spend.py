@@ -27,7 +27,7 @@ from pricing.money import format_usd
 
 router = APIRouter()
 
-_MONEY = ("cost", "baseline_cost", "savings", "cache_saving")
+_MONEY = ("cost", "baseline_cost", "savings", "cache_saving", "context_saving")
 SAVINGS_NOT_CONFIGURED = (
     "not configured: set pricing.baseline_model to the model teams would call without Tollgate"
 )
@@ -129,6 +129,8 @@ def to_csv(group_by: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
         "baseline_cost_usd",
         "savings_usd",
         "cache_saving_usd",
+        "context_saving_usd",
+        "context_tokens_removed",
         "cost_nano",
         "baseline_cost_nano",
         "savings_nano",

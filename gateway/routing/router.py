@@ -9,7 +9,10 @@ Hard constraints come before cost: a model whose context window cannot hold the 
 requested output is skipped, so is one that lacks what the request uses (tools, a JSON schema,
 images: `gateway.routing.capabilities`), and so is a deployment outside the team's data policy (a
 `local-only` team is routed to the first tier whose models are all self-hosted, and the executor
-never tries a deployment that is not; see `Admitted.allows`). Health and load come after: the
+never tries a deployment that is not; see `Admitted.allows`). A context policy that trims
+(`context.trim: middle-out`, `gateway.context.policy`) sizes a prompt by what trimming leaves of it:
+with `on_overflow: trim` always, so the routed model keeps the request; otherwise only when no
+window holds it whole. Health and load come after: the
 executor passes over open circuits, and a fleet orders its replicas by load (`gateway.execution.fleets`).
 """
 
@@ -17,15 +20,20 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from gateway.config.context import ContextConfig
 from gateway.config.schema import RoutingConfig, TeamConfig
+from gateway.context.conversation import droppable_bytes
+from gateway.context.policy import combine, route_context
 from gateway.errors import InvalidRequest
 from gateway.execution.latency import LatencyBook
 from gateway.models import Model, ModelRegistry
 from gateway.policy.principal import PermissionDenied
 from gateway.routing.classifier import ComplexityClassifier
 from gateway.routing.routes import Decision, MatcherFactory, RouteTable
+from providers.facts import BYTES_PER_TOKEN
 from providers.types import ChatRequest
 
 TIER_HEADER = "x-tollgate-tier"
@@ -89,6 +97,7 @@ class Router:
     def route(self, chat: ChatRequest, *, forced: str | None, team: TeamConfig | None) -> Route:
         """The tier and model for an `auto` request, with the reason the ledger keeps."""
         local_only = team is not None and team.data_policy == "local-only"
+        context = team.context if team is not None else None
         if forced:
             if forced not in self._tiers:
                 raise InvalidRequest(
@@ -102,19 +111,19 @@ class Router:
                 )
             if team is not None and team.allowed_tiers is not None and forced not in team.allowed_tiers:
                 raise PermissionDenied(f"this team may not use the '{forced}' tier", code="tier_not_allowed")
-            model, note = self._tier_model(forced, chat, local_only)
+            model, note = self._tier_model(forced, chat, local_only, context)
             return Route(model, forced, f"{FORCED_REASON}{note}")
         if local_only and self._self_hosted_tier is not None:
-            model, note = self._tier_model(self._self_hosted_tier, chat, local_only)
+            model, note = self._tier_model(self._self_hosted_tier, chat, local_only, context)
             return Route(model, self._self_hosted_tier, f"data policy: local-only{note}")
         own = team.routing_thresholds if team is not None else None
         if self._routes is not None and own is None:
-            return self._by_task(self._routes.decide(chat.body), chat, local_only)
+            return self._by_task(self._routes.decide(chat.body), chat, local_only, context)
         assessment = self._classifier.assess(chat.body)
         thresholds = own or self._config.thresholds
         index = bisect.bisect_right(list(thresholds), assessment.score)
         tier = self._order[index]
-        model, note = self._tier_model(tier, chat, local_only)
+        model, note = self._tier_model(tier, chat, local_only, context)
         reason = f"score {assessment.score:.2f} -> {tier}{note}" + (
             f" ({assessment.reason()})" if assessment.reasons else ""
         )
@@ -149,15 +158,20 @@ class Router:
             return model
         return None
 
-    def _by_task(self, decision: Decision, chat: ChatRequest, local_only: bool) -> Route:
+    def _by_task(
+        self, decision: Decision, chat: ChatRequest, local_only: bool, team_context: ContextConfig | None
+    ) -> Route:
         """The route's tier (moved by difficulty) or its own models, and the reason that says so."""
         route = decision.route
+        context = combine(team_context, route_context(self._config, route.name))
         if decision.tier is None:
-            model, note = self._listed(route.models or (), chat)
+            model, note = self._fitted(
+                lambda prompt: self._listed(route.models or (), chat, prompt), chat, context
+            )
             tier = model.tier
         else:
             tier = self._order[decision.tier]
-            model, note = self._tier_model(tier, chat, local_only)
+            model, note = self._tier_model(tier, chat, local_only, context)
         return Route(
             model,
             tier,
@@ -167,17 +181,43 @@ class Router:
             escalate=route.escalate,
         )
 
-    def _listed(self, names: tuple[str, ...], chat: ChatRequest) -> tuple[Model, str]:
+    def _fitted(
+        self, pick: Callable[[int], tuple[Model, str]], chat: ChatRequest, context: ContextConfig | None
+    ) -> tuple[Model, str]:
+        """`pick` for the prompt as it is, or as small as middle-out trimming may make it: at once
+        with `on_overflow: trim` (the routed model keeps the request), else only when no window holds
+        the prompt as it is (`gateway.context.policy` trims it to the model chosen)."""
+        prompt = chat.facts.prompt_tokens
+        if context is None or context.trim != "middle-out":
+            return pick(prompt)
+        floor = max(0, prompt - droppable_bytes(chat.messages) // BYTES_PER_TOKEN)
+        if context.on_overflow == "trim":
+            return pick(floor)
+        try:
+            return pick(prompt)
+        except InvalidRequest as exc:
+            if exc.code != "context_length_exceeded" or floor == prompt:
+                raise
+            model, note = pick(floor)
+            return model, f"{note}; trimmed to fit"
+
+    def _listed(self, names: tuple[str, ...], chat: ChatRequest, prompt: int) -> tuple[Model, str]:
         """A route's own models: the first that can serve the request, the rest its fallbacks."""
         models = [m for name in names if (m := self._registry.resolve(name)) is not None]
         facts = chat.facts
-        need, uses = facts.prompt_tokens + facts.fitting_output, facts.uses
+        need, uses = prompt + facts.fitting_output, facts.uses
         fitting = [m for m in models if m.context_window >= need]
         able = [m for m in fitting if not m.lacks & uses]
         where = f"route models {', '.join(names)}"
         return self._settle(fitting, able, able[0].tier if able else "", need, uses, where)
 
-    def _tier_model(self, tier: str, chat: ChatRequest, local_only: bool) -> tuple[Model, str]:
+    def _tier_model(
+        self, tier: str, chat: ChatRequest, local_only: bool, context: ContextConfig | None = None
+    ) -> tuple[Model, str]:
+        """`_tier_fitting` for the prompt, or for its trimmed size when the context policy trims."""
+        return self._fitted(lambda prompt: self._tier_fitting(tier, chat, local_only, prompt), chat, context)
+
+    def _tier_fitting(self, tier: str, chat: ChatRequest, local_only: bool, prompt: int) -> tuple[Model, str]:
         """The tier's best model that can serve the request, falling back through the rest of the
         tier and then the tiers above it; and a note for the reason when a need skipped a model.
         Tiers are ranked by price until one holds a model that can serve the request; the tiers
@@ -185,7 +225,7 @@ class Router:
         start = self._order.index(tier)
         facts = chat.facts
         output = facts.fitting_output
-        need = facts.prompt_tokens + output
+        need = prompt + output
         uses = facts.uses
         fitting: list[Model] = []
         able: list[Model] = []
