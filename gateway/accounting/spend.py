@@ -102,7 +102,7 @@ def savings(baseline_nano: int, cost_nano: int) -> int | None:
 
 
 def totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {name: sum(int(r[name]) for r in rows) for name in MEASURES}
+    total: dict[str, Any] = {name: sum(int(r.get(name) or 0) for r in rows) for name in MEASURES}
     total["savings_nano"] = savings(total["baseline_cost_nano"], total["cost_nano"])
     total["error_rate"] = round(total["errors"] / total["requests"], 6) if total["requests"] else 0.0
     return total

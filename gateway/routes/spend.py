@@ -37,6 +37,8 @@ def present(row: dict[str, Any]) -> dict[str, Any]:
     """Nano-USD stay exact integers; a decimal dollar string rides along for people."""
     shown = dict(row)
     for name in _MONEY:
+        if f"{name}_nano" not in row:
+            continue  # a figure this row's source does not keep
         nano = row[f"{name}_nano"]
         shown[f"{name}_usd"] = None if nano is None else format_usd(int(nano))
     if row.get("savings_nano", 0) is None:
