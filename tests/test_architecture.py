@@ -46,6 +46,7 @@ STAGES = (
     "accounting",
     "caching",
     "config",
+    "context",
     "execution",
     "http",
     "observability",

@@ -123,3 +123,30 @@ def test_when_trimming_drops_the_first_copy_the_next_copy_carries_it_whole() -> 
     assert plan.after <= 390 and plan.trimmed_messages == 3 and plan.deduped == 0
     # The saving is counted once: the whole conversation before, what is sent after.
     assert plan.removed == plan.before - (REPLY + sum(message_tokens(m, words) for m in plan.messages))
+
+
+def test_check_config_names_the_bad_context_field() -> None:
+    import pytest
+
+    from gateway.config.context import ContextConfig
+    from gateway.config.loader import ConfigError, build_config
+    from gateway.context.policy import combine
+
+    base = {
+        "providers": {"o": {"type": "openai", "base_url": "http://127.0.0.1:1/v1"}},
+        "models": {"m": {"provider": "o"}},
+    }
+    with pytest.raises(ConfigError, match=r"teams\.t\.context\.max_input_tokens"):
+        build_config({**base, "teams": {"t": {"context": {"max_input_tokens": 0}}}}, environ={})
+    with pytest.raises(ConfigError, match="on_overflow: trim needs trim: middle-out"):
+        build_config({**base, "teams": {"t": {"context": {"on_overflow": "trim"}}}}, environ={})
+    with pytest.raises(ConfigError, match=r"teams\.t\.context\.trim"):
+        build_config({**base, "teams": {"t": {"context": {"trim": "head"}}}}, environ={})
+    config = build_config({**base, "teams": {"t": {"context": {"trim": False}}}}, environ={})
+    assert config.teams["t"].context is not None and config.teams["t"].context.trim == "off"
+    team = ContextConfig(max_input_tokens=900, dedupe_tool_outputs=True)
+    route = ContextConfig(max_input_tokens=500, trim="middle-out", on_overflow="trim")
+    merged = combine(team, route)
+    assert merged == ContextConfig(
+        max_input_tokens=500, trim="middle-out", on_overflow="trim", dedupe_tool_outputs=True
+    ), "the team's fields over the route's, the lower cap"
