@@ -193,3 +193,27 @@ def test_a_classifier_that_runs_a_model_does_not_stall_other_requests(routed: Ga
         runtime.classifier = runtime.router._classifier = real  # type: ignore[assignment]
     assert auto_took >= 0.6
     assert named_took < 0.5, "a request that needs no classifier waited for the one that did"
+
+
+def test_a_trimming_team_keeps_the_small_window_instead_of_a_larger_model(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> None:
+    """With `on_overflow: trim` the 8k small-window keeps a 40k-token conversation, trimmed to fit."""
+    teams = {"lean": {"context": {"trim": "middle-out", "on_overflow": "trim"}}}
+    config = gateway_config(
+        sqlite_url, openai_upstream.base_url, vllm_upstream.base_url, routing=ROUTING, teams=teams
+    )
+    with GatewayServer(config) as server:
+        key, _ = server.call(server.runtime.keys.create("lean", "lean"))
+        long = [{"role": "user", "content": "Summarise our talk."}]
+        for turn in range(10):
+            long += [
+                {"role": "assistant", "content": f"part {turn} " + "word " * 4_000},
+                {"role": "user", "content": f"go on {turn}"},
+            ]
+        answer = ask(server, long, **{"x-tollgate-tier": "standard", "authorization": f"Bearer {key}"})
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-tollgate-model"] == "small-window"
+        assert answer.headers["x-tollgate-context"].startswith("trimmed=")
+        row = server.ledger_row(answer.headers["x-request-id"])
+        assert row["prompt_tokens"] < 8192 and row["context_tokens_removed"] > 30_000
