@@ -138,6 +138,7 @@ class Runtime:
             max_queue=config.ledger.max_queue,
             probe_interval=config.ledger.probe_interval_seconds,
             retention_days=config.ledger.retention_days,
+            durability=config.ledger.durability,
         )
         ledger.start()
         store = create_state_store(config, environ)

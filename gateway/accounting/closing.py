@@ -4,6 +4,7 @@ endpoint and by the stages that spend on a request's behalf (the semantic cache'
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.accounting.record import RequestRecord
@@ -50,11 +51,14 @@ def attribute(record: RequestRecord, trace: Trace) -> None:
         record.upstream_model = trace.deployment.target.upstream_model
 
 
-def close_record(runtime: Books, record: RequestRecord) -> None:
+def close_record(runtime: Books, record: RequestRecord) -> Awaitable[None] | None:
+    """Final: the row journaled (it survives the process from here on), metrics, log line, span.
+    Under `ledger.durability: power`, returns what the answer must await (the journal's fsync)."""
     if record.status == 0:
         record.fail(status=CLIENT_CLOSED, error_type="client_closed", message="client went away")
     record.finish()
-    runtime.ledger.record(record)
+    synced = runtime.ledger.record(record)
     runtime.metrics.observe(record)
     log_request(record, runtime.tracing)  # the access line, when on; before the span ends
     runtime.tracing.finish(record)
+    return synced

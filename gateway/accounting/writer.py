@@ -1,9 +1,12 @@
-"""The ledger writer: rows are queued on the request path and written in batches by one task.
+"""The ledger writer: each row is appended to the spool's journal on the request path (so it
+outlives the process the moment `record` returns, before the answer's last byte leaves), queued, and
+written in batches by one task, which then acknowledges it in the journal.
 
-When the database cannot take a batch, the batch goes to the local spool (fsynced) and the writer
-switches to spooling until a probe finds the database again; then the spool is replayed. A row is
-therefore always either in the database or on local disk once `flush()` returns. The queue is
-bounded: past `max_queue` rows, `record` spools synchronously rather than grow without limit.
+When the database cannot take a batch, its rows are left to the journal (the segment is replayed)
+and the writer stops trying until a probe finds the database again; then the spool is replayed, the
+same path a restart after a crash takes. The queue is bounded: past `max_queue` rows, a row is left
+to the journal alone rather than held in memory too. With `durability="power"` the journal is also
+fsynced in batches, and `record` hands back what to await before answering.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -23,7 +28,7 @@ from gateway.accounting.database import ping
 from gateway.accounting.record import RequestRecord
 from gateway.accounting.retention import apply_retention, ensure_partitions
 from gateway.accounting.rows import insert_rows
-from gateway.accounting.spool import Spool
+from gateway.accounting.spool import Segment, Spool
 
 log = logging.getLogger("tollgate.ledger")
 
@@ -46,6 +51,7 @@ class LedgerWriter:
         max_queue: int = 100_000,
         probe_interval: float = 2.0,
         retention_days: int | None = None,
+        durability: Literal["process", "power"] = "process",
     ) -> None:
         self._engine = engine
         self._spool = spool
@@ -54,7 +60,11 @@ class LedgerWriter:
         self._max_queue = max_queue
         self._probe_interval = probe_interval
         self._retention_days = retention_days
-        self._queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[dict[str, Any], Segment | None]] = asyncio.Queue()
+        self._power = durability == "power"
+        self._unsynced: list[tuple[Segment, asyncio.Future[None]]] = []
+        self._wake_sync = asyncio.Event()
+        self._journal_failed = False
         self._tasks: list[asyncio.Task[None]] = []
         self._db_down = False
         self._replay_lock = asyncio.Lock()
@@ -75,14 +85,35 @@ class LedgerWriter:
     def database_down(self) -> bool:
         return self._db_down
 
-    def record(self, record: RequestRecord) -> None:
-        """Never blocks on the database and never raises on the request path."""
-        if self._queue.qsize() >= self._max_queue:
-            # Overload: the writer is behind by max_queue rows. Make this row durable right here.
-            self._spool.append([record.to_row()])
+    def record(self, record: RequestRecord) -> Awaitable[None] | None:
+        """Journal the row and queue it; never blocks on the database, never raises. Under power
+        durability, returns what to await before the answer leaves (the batched fsync)."""
+        row = record.to_row()
+        segment = self._journal(row)
+        if segment is not None and self._queue.qsize() >= self._max_queue:
+            # Overload: the writer is behind by max_queue rows. The journal keeps this one.
+            self._spool.settled(segment, 1, in_database=False)
             self.spooled += 1
-            return
-        self._queue.put_nowait(record)
+        else:
+            self._queue.put_nowait((row, segment))
+        return self._synced(segment) if self._power and segment is not None else None
+
+    def _journal(self, row: dict[str, Any]) -> Segment | None:
+        try:
+            segment = self._spool.write(row)
+        except OSError as exc:  # disk full or gone: the row waits in memory, as it did before
+            if not self._journal_failed:
+                log.error("ledger: the spool refused a row (%s); rows wait in memory only", exc)
+            self._journal_failed = True
+            return None
+        self._journal_failed = False
+        return segment
+
+    def _synced(self, segment: Segment) -> Awaitable[None]:
+        waiter = asyncio.get_running_loop().create_future()
+        self._unsynced.append((segment, waiter))
+        self._wake_sync.set()
+        return waiter
 
     async def prepare(self) -> None:
         """Before serving: today's partitions exist, so no row lands in the default partition.
@@ -98,6 +129,9 @@ class LedgerWriter:
                 asyncio.create_task(self._run(), name="tollgate-ledger-writer"),
                 asyncio.create_task(self._maintain(), name="tollgate-ledger-maintenance"),
             ]
+            if self._power:
+                self._tasks.append(asyncio.create_task(self._sync(), name="tollgate-ledger-fsync"))
+            self._spool.claim_orphans()  # a crash's rows: replayed by the first maintenance round
 
     async def flush(self) -> None:
         """Wait until every row recorded so far is in the database or the spool."""
@@ -119,15 +153,20 @@ class LedgerWriter:
         try:
             await asyncio.wait_for(self.flush(), grace)
         except TimeoutError:
-            log.error("ledger: %d rows still queued at shutdown; spooling them", self._queue.qsize())
-            leftovers = [self._queue.get_nowait().to_row() for _ in range(self._queue.qsize())]
-            self._spool.append(leftovers)
+            log.error("ledger: %d rows still queued at shutdown; the spool keeps them", self._queue.qsize())
+            leftovers = [self._queue.get_nowait() for _ in range(self._queue.qsize())]
+            await self._settle(leftovers, in_database=False)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        for _, waiter in self._unsynced:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._unsynced = []
+        self._spool.close()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -141,19 +180,36 @@ class LedgerWriter:
             while len(batch) < self._batch_size and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             try:
-                await self._write([record.to_row() for record in batch])
+                await self._settle(batch, in_database=await self._write([row for row, _ in batch]))
             except Exception:  # even the spool failed (disk full?): say so loudly, keep serving
                 log.exception("ledger: %d rows could not be written nor spooled", len(batch))
             finally:
                 for _ in batch:
                     self._queue.task_done()
 
-    async def _write(self, rows: list[dict[str, Any]]) -> None:
-        """Into the database, or else durably into the spool: a batch is never dropped here."""
+    async def _settle(self, batch: list[tuple[dict[str, Any], Segment | None]], *, in_database: bool) -> None:
+        """Acknowledge a batch in the journal: in the database, or left there for the replay. Rows
+        the journal never took (a disk that refused them) are spooled the old way if need be."""
+        counts: dict[Segment, int] = {}
+        unjournaled = []
+        for row, segment in batch:
+            if segment is None:
+                unjournaled.append(row)
+            else:
+                counts[segment] = counts.get(segment, 0) + 1
+        for segment, rows in counts.items():
+            self._spool.settled(segment, rows, in_database=in_database)
+        if not in_database:
+            self.spooled += len(batch)
+            if unjournaled:
+                await asyncio.to_thread(self._spool.append, unjournaled)
+
+    async def _write(self, rows: list[dict[str, Any]]) -> bool:
+        """Into the database (True), or else left to the spool (False): never dropped here."""
         if not self._db_down:
             try:
                 await asyncio.wait_for(self._insert(rows, first_write=True), _WRITE_TIMEOUT)
-                return
+                return True
             except Exception as exc:
                 if _transient(exc):
                     log.warning(
@@ -162,8 +218,33 @@ class LedgerWriter:
                     self._db_down = True
                 else:
                     log.exception("ledger: the database refused a batch; spooled for a row-by-row replay")
-        await asyncio.to_thread(self._spool.append, rows)
-        self.spooled += len(rows)
+        return False
+
+    async def _sync(self) -> None:
+        """Power durability: fsync the journal for every row waiting on it, many rows to one fsync
+        (those that arrive while one runs share the next)."""
+        while True:
+            await self._wake_sync.wait()
+            self._wake_sync.clear()
+            waiting, self._unsynced = self._unsynced, []
+            try:
+                for segment in dict.fromkeys(s for s, _ in waiting):
+                    await asyncio.to_thread(self._fsync, segment)
+            except OSError as exc:  # the row is still in the page cache and the queue: answer
+                log.error("ledger: fsync of the spool failed (%s)", exc)
+            for _, waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _fsync(self, segment: Segment) -> None:
+        if segment.synced == 0:  # a new file: its directory entry must reach the disk too
+            fd = os.open(self._spool.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        segment.synced = segment.written
+        segment.fsync()
 
     async def _insert(self, rows: list[dict[str, Any]], *, first_write: bool = False) -> None:
         if first_write:

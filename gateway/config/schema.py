@@ -172,8 +172,12 @@ class LedgerConfig(Strict):
     flush_interval_ms: int = Field(default=10, gt=0)
     # Rows waiting for the writer; beyond this they are spooled on the request path.
     max_queue: int = Field(default=100_000, gt=0)
-    # Where rows wait, fsynced, while the database is unreachable.
+    # The journal every row is appended to before its answer leaves, and where rows wait while the
+    # database is unreachable (docs/operations.md, "Ledger durability").
     spool_dir: str = "./tollgate-spool"
+    # process: a row outlives the gateway process (kill -9, OOM) the moment it is journaled.
+    # power: also fsynced (in batches) before the answer leaves, so it outlives the machine.
+    durability: Literal["process", "power"] = "process"
     probe_interval_seconds: float = Field(default=2.0, gt=0)
     # Raw request rows older than this are dropped (rollups are kept). None keeps everything.
     retention_days: int | None = Field(default=90, gt=0)

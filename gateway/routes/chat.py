@@ -80,8 +80,10 @@ async def _handle(request: Request, dialect: Dialect, runtime: Runtime, record: 
         attribute(record, settlement.trace)
         return await settlement.failed(exc, dialect)
     finally:
-        if not settlement.streaming:
-            settlement.close()
+        # Before the response leaves: the row is journaled (and, under power durability, on disk)
+        # by the time the client can read the answer's last byte.
+        if not settlement.streaming and (synced := settlement.close()) is not None:
+            await synced
 
 
 async def _answer(request: Request, dialect: Dialect, settlement: Settlement) -> Response:
@@ -308,26 +310,51 @@ async def _relay(
                 chunk = await anext(chunks)
             except StopAsyncIteration:
                 break
-        end = encoder.end()
+        tail = encoder.end()
         if sent is not None:
-            sent.append(end)
-        yield _joined(pending, end)
+            sent.append(tail)
         record.status = 200
     except ProviderError as exc:
         runtime.executor.redact(exc)  # a mid-stream error is past the executor's own scrubbing
         status, _, error_type = describe(exc)
         record.fail(status=status, error_type=error_type, message=str(exc))
-        yield _joined(pending, encoder.error(exc))
+        tail = encoder.error(exc)
+    except BaseException:  # the client went away (or the server is stopping): settle, send nothing
+        with anyio.CancelScope(shield=True):
+            await _close_stream(settlement, chat, usage, reported, generated, sent, datas, keep)
+            await chunks.aclose()
+        raise
+    # The stream's end is settled and its row journaled before the last frame goes out, so a
+    # process killed after the client read the whole answer never leaves it without its row.
+    with anyio.CancelScope(shield=True):
+        await _close_stream(settlement, chat, usage, reported, generated, sent, datas, keep)
+    try:
+        yield _joined(pending, tail)
     finally:
         with anyio.CancelScope(shield=True):
-            try:
-                if usage is None:
-                    usage = await _estimated(chat, reported, generated)
-                    record.usage_estimated = True
-                await _settle_stream(settlement, chat, usage, sent, datas, keep)
-            finally:
-                settlement.close()
-                await chunks.aclose()
+            await chunks.aclose()
+
+
+async def _close_stream(
+    settlement: Settlement,
+    chat: ChatRequest,
+    usage: Usage | None,
+    reported: Usage | None,
+    generated: int,
+    sent: list[bytes] | None,
+    datas: list[bytes] | None,
+    keep: bool,
+) -> None:
+    """Bill the stream (from an estimate if it ended before usage came), settle it, close its row."""
+    try:
+        if usage is None:
+            usage = await _estimated(chat, reported, generated)
+            settlement.record.usage_estimated = True
+        await _settle_stream(settlement, chat, usage, sent, datas, keep)
+    finally:
+        synced = settlement.close()
+        if synced is not None:
+            await synced
 
 
 async def _estimated(chat: ChatRequest, reported: Usage | None, generated: int) -> Usage:

@@ -75,4 +75,5 @@ async def _embed(request: Request, runtime: Runtime, record: RequestRecord) -> R
             await gate.abandon(admitted)
         return error_response(record, trace, exc, OPENAI_CHAT)
     finally:
-        close_record(runtime, record)
+        if (synced := close_record(runtime, record)) is not None:
+            await synced

@@ -9,6 +9,7 @@ can forget a step or take it twice.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from starlette.responses import Response
@@ -111,11 +112,13 @@ class Settlement:
             await self.gate.abandon(admitted)
         return error_response(self.record, self.trace, exc, dialect)
 
-    def close(self) -> None:
-        """The ledger row, metrics and span: once, whatever happened."""
+    def close(self) -> Awaitable[None] | None:
+        """The ledger row, metrics and span: once, whatever happened. What it returns (power
+        durability: the journal's fsync) is awaited before the answer's last byte leaves."""
         if not self._closed:
             self._closed = True
-            close_record(self.runtime, self.record)
+            return close_record(self.runtime, self.record)
+        return None
 
     async def _finish(self) -> None:
         if self.admitted is not None:

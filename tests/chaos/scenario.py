@@ -1,6 +1,7 @@
 """What every chaos scenario shares: the gateway served as `tollgate serve` serves it, a well-behaved
 client that measures its latency while the fault runs, raw-socket clients that misbehave, and the
-tally each scenario prints (sent, successes, clean errors, ledger rows, lost, duplicates, p99).
+tally each scenario prints (sent, successes, clean errors, ledger rows, lost, duplicates, budget
+overshoot, seconds to recover, p99).
 
 Sizes are for the default `pytest -q` run; TOLLGATE_CHAOS_SCALE=5 make chaos runs bigger ones.
 """
@@ -110,6 +111,9 @@ class Tally:
     ledger_rows: int = 0
     lost: int = 0
     duplicates: int = 0
+    # Budget spend past the limit, in largest requests ("-": no budget in play).
+    overshoot: str = "-"
+    recover_s: float | None = None  # from the fault's end until everything is as it should be
     note: str = ""
 
     @property
@@ -158,13 +162,18 @@ class Tally:
     def line(self) -> str:
         return (
             f"{self.scenario:<40} {self.sent:>6} {self.successes:>6} {self.clean_errors:>6} "
-            f"{self.ledger_rows:>7} {self.lost:>5} {self.duplicates:>5} {self.p99_ms:>9.1f}  {self.note}"
+            f"{self.ledger_rows:>7} {self.lost:>5} {self.duplicates:>5} {self.overshoot:>9} "
+            f"{self.recover:>9} {self.p99_ms:>9.1f}  {self.note}"
         )
+
+    @property
+    def recover(self) -> str:
+        return "-" if self.recover_s is None else f"{self.recover_s:.1f}"
 
 
 HEADER = (
     f"{'scenario':<40} {'sent':>6} {'ok':>6} {'clean':>6} {'ledger':>7} {'lost':>5} {'dups':>5} "
-    f"{'p99 ms':>9}  notes"
+    f"{'overshoot':>9} {'recover s':>9} {'p99 ms':>9}  notes"
 )
 
 
