@@ -100,6 +100,7 @@ def create_app(
     app.add_hot_route("/v1/chat/completions", chat.chat_completions)
     app.add_hot_route("/v1/messages", chat.messages)
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
+    app.add_hot_route("/v1/completions", chat.completions)  # [api-2]
     # [reliability-2] the fast-lane routes in /openapi.json, for clients and the schemathesis run.
     app.openapi = with_hot_routes(app.openapi)  # type: ignore[method-assign]
     app.include_router(meta.router)

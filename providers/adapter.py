@@ -10,6 +10,8 @@ from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChu
 CHAT = "chat"
 STREAM = "stream"
 EMBEDDINGS = "embeddings"
+# Legacy text completions (`/v1/completions`): OpenAI-compatible upstreams only.
+COMPLETIONS = "completions"
 
 
 @runtime_checkable

@@ -34,6 +34,10 @@ class ChatRequest:
     # prompt_cache_key (None: send none).
     cache_ttl: str | None = None
     prompt_cache_key: str | None = None
+    # A legacy `/v1/completions` body (prompt, not messages): sent as is to an OpenAI-compatible
+    # upstream's `/completions`. `body` then holds its chat rendering, which routing, budgets and
+    # estimates read.
+    legacy: JSON | None = None
     # What the client asked, read once here (`providers.facts`); every stage reads it, none re-parses.
     facts: RequestFacts = field(default=None)  # type: ignore[assignment]
 
@@ -62,6 +66,9 @@ class Target:
 
     provider: str
     upstream_model: str
+    # The upstream refuses `max_tokens` and sampling parameters (OpenAI's reasoning models; see
+    # `providers.reasoning_params`). Not part of its identity: keys and comparisons ignore it.
+    reasoning: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:

@@ -11,6 +11,7 @@ import orjson
 from gateway.errors import InvalidRequest, describe
 from gateway.routes.body import json_object
 from gateway.routes.chat_request import parse_chat_request
+from gateway.routes.completion_request import parse_completion_request
 from providers.anthropic.ingress import (
     encode_events,
     from_anthropic_request,
@@ -78,6 +79,15 @@ class OpenAIChat:
 
     def error(self, exc: BaseException) -> tuple[int, bytes, str]:
         return describe(exc)
+
+
+class OpenAICompletions(OpenAIChat):
+    """Legacy `POST /v1/completions`: the upstream's `text_completion` answer relayed as it came."""
+
+    endpoint = "completions"
+
+    def parse(self, raw: bytes) -> ChatRequest:
+        return parse_completion_request(raw)
 
 
 class AnthropicStream:
@@ -151,4 +161,5 @@ def _check_max_tokens(value: object) -> None:
 
 
 OPENAI_CHAT = OpenAIChat()
+OPENAI_COMPLETIONS = OpenAICompletions()
 ANTHROPIC_MESSAGES = AnthropicMessages()

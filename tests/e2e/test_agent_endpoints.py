@@ -1,0 +1,208 @@
+"""The endpoints SDKs and agents call besides chat, driven by the official SDKs: legacy completions,
+token counting, model lookup, and reasoning models' parameters (issue 27, api-2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from openai.types import Completion, Model
+
+from gateway.config.loader import build_config
+from sandbox.server import SandboxServer
+from tests.conftest import PRICE
+from tests.harness import GatewayServer
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CLAUDE_PRICE = {
+    "input_per_mtok": "3",
+    "output_per_mtok": "15",
+    "cached_input_per_mtok": "0.30",
+    "cache_write_per_mtok": "3.75",
+    "cache_write_1h_per_mtok": "6",
+}
+ASK = [{"role": "user", "content": "Name three prime numbers."}]
+
+
+@pytest.fixture(scope="module")
+def upstreams() -> Iterator[dict[str, SandboxServer]]:
+    with (
+        SandboxServer(dialect="openai", profile="instant") as openai_sb,
+        SandboxServer(dialect="vllm", profile="instant") as vllm_sb,
+        SandboxServer(dialect="anthropic", profile="instant") as anthropic_sb,
+        SandboxServer(dialect="gemini", profile="instant") as gemini_sb,
+    ):
+        yield {"openai": openai_sb, "vllm": vllm_sb, "anthropic": anthropic_sb, "gemini": gemini_sb}
+
+
+@pytest.fixture(autouse=True)
+def _reset(upstreams: dict[str, SandboxServer]) -> None:
+    for server in upstreams.values():
+        httpx.post(server.base_url + "/_sandbox/reset").raise_for_status()
+
+
+def settings(upstreams: dict[str, SandboxServer], sqlite_url: str, spool: str) -> dict[str, Any]:
+    oai = upstreams["openai"].base_url + "/v1"
+    return {
+        "database": {"url": sqlite_url, "auto_migrate": False},
+        "ledger": {"flush_interval_ms": 5, "spool_dir": spool},
+        "resilience": {"retry": {"max_attempts": 2, "backoff_base_seconds": 0.01, "backoff_cap_seconds": 0.02}},
+        "providers": {
+            "openai": {"type": "openai", "base_url": oai, "api_key": "sk-o"},
+            # The same upstream as a generic OpenAI-compatible server: names alone say nothing there.
+            "compat": {"type": "openai_compatible", "base_url": oai, "api_key": "sk-o"},
+            "local": {"type": "vllm", "base_url": upstreams["vllm"].base_url + "/v1"},
+            "anthropic": {"type": "anthropic", "base_url": upstreams["anthropic"].base_url, "api_key": "sk-a"},
+            "gemini": {"type": "gemini", "base_url": upstreams["gemini"].base_url, "api_key": "g-k"},
+        },
+        "models": {
+            "gpt-4o-mini": {"provider": "openai", "price": PRICE},
+            "instruct": {"provider": "openai", "upstream_model": "gpt-3.5-turbo-instruct", "price": PRICE},
+            "llama": {
+                "provider": "local",
+                "upstream_model": "meta-llama/Llama-3.1-8B-Instruct",
+                "tier": "local",
+                "price": {"input_per_mtok": "0.06", "output_per_mtok": "0.06"},
+            },
+            "o4-mini": {"provider": "openai", "price": PRICE},
+            "gpt-5-mini": {"provider": "openai", "price": PRICE},
+            "compat-o3": {"provider": "compat", "upstream_model": "o3", "price": PRICE, "reasoning": True},
+            "compat-o3-unmarked": {"provider": "compat", "upstream_model": "o3", "price": PRICE},
+            "claude": {"provider": "anthropic", "upstream_model": "claude-sonnet-4-5", "price": CLAUDE_PRICE},
+            "gemini": {"provider": "gemini", "upstream_model": "gemini-2.5-flash", "price": PRICE},
+        },
+        "aliases": {"thinker": "o4-mini"},
+    }
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    upstreams: dict[str, SandboxServer], sqlite_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayServer]:
+    spool = str(tmp_path_factory.mktemp("spool"))
+    config = build_config(settings(upstreams, sqlite_url, spool), environ={})
+    with GatewayServer(config) as server:
+        yield server
+
+
+@pytest.fixture
+def oai(gateway: GatewayServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=gateway.base_url + "/v1", api_key="k", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def claude_sdk(gateway: GatewayServer) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=gateway.base_url, api_key="k", max_retries=0) as client:
+        yield client
+
+
+def cost(prompt: int, completion: int, *, per_in: int = 3, per_out: int = 15) -> int:
+    """Nano-USD at $per_in / $per_out a million tokens, rounded half up once."""
+    return (prompt * per_in * 10**9 + completion * per_out * 10**9 + 500_000) // 10**6
+
+
+# -- legacy completions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["instruct", "llama"])
+def test_legacy_completion_is_relayed_priced_and_logged(
+    oai: openai.OpenAI, gateway: GatewayServer, model: str
+) -> None:
+    raw = oai.completions.with_raw_response.create(model=model, prompt="Once upon a time", max_tokens=12)
+    Completion.model_validate_json(raw.http_response.content)
+    completion = raw.parse()
+    assert completion.object == "text_completion" and completion.id.startswith("cmpl-")
+    assert completion.choices[0].text and completion.choices[0].finish_reason in ("stop", "length")
+    usage = completion.usage
+    assert usage is not None and 0 < usage.completion_tokens <= 12
+    row = gateway.ledger_row(raw.headers["x-request-id"])
+    assert row["endpoint"] == "completions" and row["status"] == 200
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (usage.prompt_tokens, usage.completion_tokens)
+    if model == "instruct":
+        assert row["cost_nano"] == cost(usage.prompt_tokens, usage.completion_tokens)
+    assert raw.headers["x-tollgate-cost-usd"] == format(row["cost_nano"] / 10**9, ".9f").rstrip("0").rstrip(".")
+
+
+@pytest.mark.parametrize("model", ["instruct", "llama"])
+def test_legacy_completion_streams_with_one_ledger_row(
+    oai: openai.OpenAI, gateway: GatewayServer, model: str
+) -> None:
+    with oai.completions.with_streaming_response.create(
+        model=model, prompt="Once upon a time", max_tokens=20, stream=True, stream_options={"include_usage": True}
+    ) as response:
+        request_id = response.headers["x-request-id"]
+        chunks = list(response.parse())
+    assert all(chunk.object == "text_completion" for chunk in chunks)
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text
+    assert any(c.choices and c.choices[0].finish_reason for c in chunks)
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    rows = [r for r in gateway.ledger_rows() if r["id"] == request_id]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["stream"] is True and row["status"] == 200 and row["endpoint"] == "completions"
+    assert row["completion_tokens"] == last.usage.completion_tokens
+    assert row["usage_estimated"] is False
+    if model == "instruct":
+        assert row["cost_nano"] == cost(last.usage.prompt_tokens, last.usage.completion_tokens)
+
+
+def test_stream_without_usage_hides_it_but_still_bills(oai: openai.OpenAI, gateway: GatewayServer) -> None:
+    with oai.completions.with_streaming_response.create(
+        model="instruct", prompt="Say hello", stream=True
+    ) as response:
+        request_id = response.headers["x-request-id"]
+        chunks = list(response.parse())
+    assert all(c.usage is None for c in chunks) and chunks[-1].choices
+    row = gateway.ledger_row(request_id)
+    assert row["completion_tokens"] > 0 and row["usage_estimated"] is False and row["cost_nano"] > 0
+
+
+@pytest.mark.parametrize("model", ["claude", "gemini"])
+def test_legacy_completion_elsewhere_is_a_clear_400(
+    oai: openai.OpenAI, gateway: GatewayServer, model: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.completions.create(model=model, prompt="hello", extra_headers={"x-request-id": f"legacy-{model}"})
+    body = caught.value.body
+    assert isinstance(body, dict) and body["code"] == "unsupported_endpoint"
+    assert "/v1/chat/completions" in body["message"]
+    row = gateway.ledger_row(f"legacy-{model}")
+    assert row["status"] == 400 and row["endpoint"] == "completions" and row["cost_nano"] == 0
+
+
+def test_chat_model_on_openai_completions_is_openai_s_404(oai: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        oai.completions.create(model="gpt-4o-mini", prompt="hello")
+    assert "chat model" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "instruct"}, "prompt"),
+        ({"model": "instruct", "prompt": 42}, "prompt"),
+        ({"model": "instruct", "prompt": []}, "prompt"),
+        ({"model": "instruct", "prompt": "x", "max_tokens": "lots"}, "max_tokens"),
+        ({"model": "instruct", "prompt": "x", "logprobs": 9}, "logprobs"),
+        ({"model": "instruct", "prompt": "x", "stream_options": {"include_usage": True}}, "stream_options"),
+        ({"prompt": "x"}, "model"),
+    ],
+)
+def test_bad_completion_bodies_are_openai_400s(gateway: GatewayServer, body: dict[str, Any], param: str) -> None:
+    response = httpx.post(gateway.base_url + "/v1/completions", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+
+
+def test_unknown_model_on_completions_is_openai_s_404(gateway: GatewayServer) -> None:
+    response = httpx.post(gateway.base_url + "/v1/completions", json={"model": "unknown-x", "prompt": "x"})
+    assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
