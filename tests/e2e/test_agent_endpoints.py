@@ -206,3 +206,59 @@ def test_bad_completion_bodies_are_openai_400s(gateway: GatewayServer, body: dic
 def test_unknown_model_on_completions_is_openai_s_404(gateway: GatewayServer) -> None:
     response = httpx.post(gateway.base_url + "/v1/completions", json={"model": "unknown-x", "prompt": "x"})
     assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
+
+
+# -- reasoning models' parameters -----------------------------------------------------------------
+
+
+def test_sandbox_refuses_max_tokens_for_a_reasoning_model_as_openai_does(
+    upstreams: dict[str, SandboxServer],
+) -> None:
+    """Without the gateway's translation this is what a client gets: the test below would fail."""
+    with openai.OpenAI(base_url=upstreams["openai"].base_url + "/v1", api_key="sk", max_retries=0) as direct:
+        with pytest.raises(openai.BadRequestError) as caught:
+            direct.chat.completions.create(model="o4-mini", messages=ASK, max_tokens=50)  # type: ignore[arg-type]
+        assert "Unsupported parameter: 'max_tokens'" in str(caught.value)
+        with pytest.raises(openai.BadRequestError) as caught:
+            direct.chat.completions.create(model="gpt-5-mini", messages=ASK, temperature=0.2)  # type: ignore[arg-type]
+        assert "Unsupported value: 'temperature'" in str(caught.value)
+
+
+@pytest.mark.parametrize("model", ["thinker", "o4-mini", "gpt-5-mini", "compat-o3"])
+def test_max_tokens_and_temperature_are_translated_for_reasoning_models(
+    oai: openai.OpenAI, gateway: GatewayServer, model: str
+) -> None:
+    raw = oai.chat.completions.with_raw_response.create(
+        model=model, messages=ASK, max_tokens=7, temperature=0.2, top_p=0.5  # type: ignore[arg-type]
+    )
+    completion = raw.parse()
+    assert completion.usage is not None and completion.usage.completion_tokens <= 7
+    assert raw.headers["x-tollgate-dropped-params"] == "temperature,top_p"
+    row = gateway.ledger_row(raw.headers["x-request-id"])
+    assert row["status"] == 200
+    assert "max_tokens_renamed" in row["flags"] and "param_dropped:temperature" in row["flags"]
+
+
+def test_reasoning_stream_is_translated_too(oai: openai.OpenAI) -> None:
+    with oai.chat.completions.with_streaming_response.create(
+        model="thinker", messages=ASK, max_tokens=5, temperature=0.7, stream=True  # type: ignore[arg-type]
+    ) as response:
+        assert response.headers["x-tollgate-dropped-params"] == "temperature"
+        chunks = list(response.parse())
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def test_chat_models_keep_their_parameters(oai: openai.OpenAI) -> None:
+    raw = oai.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=ASK, max_tokens=7, temperature=0.2  # type: ignore[arg-type]
+    )
+    assert raw.parse().choices[0].message.content
+    assert "x-tollgate-dropped-params" not in raw.headers
+
+
+def test_a_compatible_server_is_not_judged_by_name(oai: openai.OpenAI) -> None:
+    """`compat-o3-unmarked` is an OpenAI-compatible provider without `reasoning: true`: its body goes
+    as sent, and the upstream's own refusal comes back."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model="compat-o3-unmarked", messages=ASK, max_tokens=7)  # type: ignore[arg-type]
+    assert "max_completion_tokens" in str(caught.value)
