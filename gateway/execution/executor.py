@@ -25,7 +25,7 @@ from gateway.models import Allow, Deployment, Model, ModelRegistry, usable
 from gateway.observability.redaction import Redactor
 from gateway.observability.tracing import Tracing
 from local_backend.fleet import Lease
-from providers.adapter import COMPLETIONS, Adapter, EmbeddingAdapter
+from providers.adapter import COMPLETIONS, Adapter, EmbeddingAdapter, TokenCounter
 from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
@@ -126,6 +126,22 @@ class Executor:
                     code="unsupported_endpoint",
                 )
             return await adapter.embed(request, target)
+
+        return await self._run(model, deadline, trace, once, allow)
+
+    async def count_tokens(
+        self, body: dict[str, object], model: Model, *, deadline: float, trace: Trace, allow: Allow = None
+    ) -> Completion:
+        """A Messages request's input tokens, counted by a deployment that can (`TokenCounter`)."""
+
+        async def once(adapter: Adapter, target: Target) -> Completion:
+            if not isinstance(adapter, TokenCounter):
+                raise UpstreamRejected(
+                    f"provider '{target.provider}' does not count tokens",
+                    status=400,
+                    code="unsupported_endpoint",
+                )
+            return await adapter.count_tokens(body, target)
 
         return await self._run(model, deadline, trace, once, allow)
 

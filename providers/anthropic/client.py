@@ -17,7 +17,7 @@ from providers.errors import ProviderError, UpstreamBadResponse
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import ServerSentEvent, SSEDecoder
 from providers.streaming import UpstreamCalls, error_from_exception
-from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
+from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -49,6 +49,7 @@ class AnthropicAdapter:
         self._cache_min_tokens = dict(cache_min_tokens_by_model or {})
         root = base_url.rstrip("/")
         self._url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
+        self._count_url = self._url + "/count_tokens"
         self._headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         self._headers.update(headers or {})
         if api_key:
@@ -110,6 +111,14 @@ class AnthropicAdapter:
             raise error_from_exception(exc, provider=self.name) from exc
         finally:
             await response.aclose()
+
+    async def count_tokens(self, body: JSON, target: Target) -> Completion:
+        """The client's Messages request, counted by Anthropic (free of charge): its answer as sent."""
+        raw = await self._calls.fetch(self._count_url, orjson.dumps({**body, "model": target.upstream_model}))
+        counted = self._parse(raw).get("input_tokens")
+        if not isinstance(counted, int) or isinstance(counted, bool):
+            raise UpstreamBadResponse(f"{self.name} counted no input_tokens", provider=self.name)
+        return Completion(body=raw, usage=Usage(), model=target.upstream_model)
 
     def _decode(self, decoder: AnthropicStreamDecoder, event: ServerSentEvent) -> list[StreamChunk]:
         return decoder.feed(event.event, self._parse(event.data))

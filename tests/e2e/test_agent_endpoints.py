@@ -10,6 +10,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+from anthropic.types import MessageTokensCount
 from openai.types import Completion, Model
 
 from gateway.config.loader import build_config
@@ -262,3 +263,76 @@ def test_a_compatible_server_is_not_judged_by_name(oai: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         oai.chat.completions.create(model="compat-o3-unmarked", messages=ASK, max_tokens=7)  # type: ignore[arg-type]
     assert "max_completion_tokens" in str(caught.value)
+
+
+# -- token counting -------------------------------------------------------------------------------
+
+SYSTEM = "You are a careful assistant who answers in one sentence."
+TOOL = {
+    "name": "get_weather",
+    "description": "Current weather in a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def test_count_tokens_for_an_anthropic_model_is_anthropic_s_own_count(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer, upstreams: dict[str, SandboxServer]
+) -> None:
+    raw = claude_sdk.messages.with_raw_response.count_tokens(
+        model="claude", system=SYSTEM, messages=ASK, tools=[TOOL]  # type: ignore[list-item]
+    )
+    counted = raw.parse()
+    assert isinstance(counted, MessageTokensCount)
+    assert raw.headers["x-tollgate-token-count"] == "upstream"
+    # The emulator counts what it bills: the same prompt sent whole reports the same input tokens.
+    with anthropic.Anthropic(base_url=upstreams["anthropic"].base_url, api_key="sk", max_retries=0) as direct:
+        direct_count = direct.messages.count_tokens(
+            model="claude-sonnet-4-5", system=SYSTEM, messages=ASK, tools=[TOOL]  # type: ignore[list-item]
+        )
+        sent = direct.messages.create(
+            model="claude-sonnet-4-5", system=SYSTEM, messages=ASK, tools=[TOOL], max_tokens=5  # type: ignore[list-item]
+        )
+    assert counted.input_tokens == direct_count.input_tokens == sent.usage.input_tokens > 0
+    row = gateway.ledger_row(raw.headers["x-request-id"])
+    assert row["endpoint"] == "messages.count_tokens" and row["status"] == 200
+    assert (row["provider"], row["upstream_model"], row["cost_nano"]) == ("anthropic", "claude-sonnet-4-5", 0)
+    assert row["attempts"] == 1
+
+
+@pytest.mark.parametrize(("model", "how"), [("gpt-4o-mini", "o200k_base"), ("llama", "estimated"), ("gemini", "estimated")])
+def test_count_tokens_elsewhere_is_counted_here(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer, model: str, how: str
+) -> None:
+    raw = claude_sdk.messages.with_raw_response.count_tokens(model=model, system=SYSTEM, messages=ASK)
+    counted = raw.parse()
+    assert raw.headers["x-tollgate-token-count"] == how
+    # o200k_base: "You are a careful assistant who answers in one sentence." is 11 tokens, "Name
+    # three prime numbers." 5; 3 a message and 3 to prime the answer.
+    assert counted.input_tokens == 11 + 5 + 3 * 3
+    row = gateway.ledger_row(raw.headers["x-request-id"])
+    assert row["status"] == 200 and row["attempts"] == 0 and row["cost_nano"] == 0
+
+
+def test_count_tokens_bad_input_is_an_anthropic_4xx(claude_sdk: anthropic.Anthropic, gateway: GatewayServer) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude_sdk.messages.count_tokens(model="claude", messages=[])
+    assert caught.value.body["type"] == "error"  # type: ignore[index]
+    with pytest.raises(anthropic.NotFoundError):
+        claude_sdk.messages.count_tokens(model="nope", messages=ASK)  # type: ignore[arg-type]
+    response = httpx.post(gateway.base_url + "/v1/messages/count_tokens", content=b"{not json")
+    assert response.status_code == 400 and response.json()["type"] == "error"
+    response = httpx.post(
+        gateway.base_url + "/v1/messages/count_tokens",
+        json={"model": "claude", "messages": [{"role": "user", "content": [{"type": "bogus"}]}]},
+    )
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_count_tokens_upstream_refusal_is_relayed_with_a_row(claude_sdk: anthropic.Anthropic, gateway: GatewayServer) -> None:
+    """A field Anthropic's count_tokens does not take reaches it and comes back as its 400."""
+    with pytest.raises(anthropic.BadRequestError):
+        claude_sdk.messages.count_tokens(
+            model="claude", messages=ASK, extra_body={"stream": True}, extra_headers={"x-request-id": "count-refused"}  # type: ignore[arg-type]
+        )
+    row = gateway.ledger_row("count-refused")
+    assert row["status"] == 400 and row["provider"] == "anthropic"
