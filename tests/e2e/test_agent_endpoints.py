@@ -336,3 +336,29 @@ def test_count_tokens_upstream_refusal_is_relayed_with_a_row(claude_sdk: anthrop
         )
     row = gateway.ledger_row("count-refused")
     assert row["status"] == 400 and row["provider"] == "anthropic"
+
+
+# -- one model --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "owner"), [("gpt-4o-mini", "openai"), ("thinker", "openai"), ("llama", "local")])
+def test_retrieve_a_model_in_openai_s_shape(oai: openai.OpenAI, name: str, owner: str) -> None:
+    raw = oai.models.with_raw_response.retrieve(name)
+    Model.model_validate_json(raw.http_response.content)
+    model = raw.parse()
+    assert (model.id, model.object, model.owned_by) == (name, "model", owner)
+
+
+def test_retrieve_an_unknown_model_is_openai_s_404(oai: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        oai.models.retrieve("no-such-model")
+    body = caught.value.body
+    assert isinstance(body, dict) and body["code"] == "model_not_found" and body["type"] == "invalid_request_error"
+
+
+def test_new_routes_are_in_the_openapi_document(gateway: GatewayServer) -> None:
+    paths = httpx.get(gateway.base_url + "/openapi.json").json()["paths"]
+    for path, required in (("/v1/completions", ["model", "prompt"]), ("/v1/messages/count_tokens", ["model", "messages"])):
+        schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert schema["required"] == required
+    assert "get" in paths["/v1/models/{model_id}"]
