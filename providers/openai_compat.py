@@ -14,6 +14,7 @@ from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
     UpstreamBadResponse,
+    UpstreamOverloaded,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
@@ -153,7 +154,9 @@ def error_from_response(
     }
     if status == 429 and code == "insufficient_quota":
         return UpstreamRejected(text, status=429, code="insufficient_quota", **common)
-    if status in (429, 529):
+    if status == 529:
+        return UpstreamOverloaded(text, **common)
+    if status == 429:
         return UpstreamRateLimited(text, **common)
     if status == 408:
         return UpstreamTimeout(text, **common)
@@ -273,6 +276,8 @@ def _stream_error(error: JSON | Any) -> ProviderError:
         return UpstreamBadResponse(f"upstream stream error: {error!r}")
     message = str(error.get("message") or "upstream error mid-stream")
     code = str(error.get("code") or error.get("type") or "")
-    if code in ("rate_limit_exceeded", "overloaded_error", "rate_limit_error"):
+    if code == "overloaded_error":
+        return UpstreamOverloaded(message)
+    if code in ("rate_limit_exceeded", "rate_limit_error"):
         return UpstreamRateLimited(message)
     return UpstreamUnavailable(message)

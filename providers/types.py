@@ -107,6 +107,9 @@ class StreamChunk:
     # The adapter already holds the stream's next chunk (the same upstream read): the gateway may
     # write this chunk's frame together with the following ones rather than on its own.
     more_ready: bool = False
+    # The provider's own SSE frames behind this chunk (and any event before it that made no chunk),
+    # when it speaks Anthropic: an Anthropic-dialect client gets them relayed as they came.
+    native: bytes = b""
 
 
 __all__ = ["JSON", "ChatRequest", "Completion", "EmbeddingRequest", "StreamChunk", "Target", "Usage"]

@@ -96,12 +96,13 @@ class AnthropicAdapter:
                 model=target.upstream_model, created=int(time.time()), provider=self.name
             )
             sse = SSEDecoder()
+            frames: list[bytes] = []  # events that made no chunk yet: relayed with the next one
             async for raw in response.chunks():
                 for event in sse.feed(raw):
-                    for chunk in self._decode(decoder, event):
+                    for chunk in self._decode(decoder, event, frames):
                         yield chunk
             for event in sse.flush():
-                for chunk in self._decode(decoder, event):
+                for chunk in self._decode(decoder, event, frames):
                     yield chunk
             if not decoder.done:
                 raise UpstreamBadResponse(
@@ -120,8 +121,15 @@ class AnthropicAdapter:
             raise UpstreamBadResponse(f"{self.name} counted no input_tokens", provider=self.name)
         return Completion(body=raw, usage=Usage(), model=target.upstream_model)
 
-    def _decode(self, decoder: AnthropicStreamDecoder, event: ServerSentEvent) -> list[StreamChunk]:
-        return decoder.feed(event.event, self._parse(event.data))
+    def _decode(
+        self, decoder: AnthropicStreamDecoder, event: ServerSentEvent, frames: list[bytes]
+    ) -> list[StreamChunk]:
+        chunks = decoder.feed(event.event, self._parse(event.data))
+        frames.append(_frame(event))
+        if chunks:
+            chunks[0].native = b"".join(frames)
+            frames.clear()
+        return chunks
 
     def _parse(self, data: bytes) -> Any:
         try:
@@ -136,3 +144,9 @@ class AnthropicAdapter:
 
     async def aclose(self) -> None:
         """The HTTP client is shared and owned by the app; nothing of ours to close."""
+
+
+def _frame(event: ServerSentEvent) -> bytes:
+    """The event framed again as Anthropic sent it (named, its data one line per `data:` field)."""
+    head = b"event: " + event.event.encode() + b"\n" if event.event else b""
+    return head + b"".join(b"data: " + line + b"\n" for line in event.data.split(b"\n")) + b"\n"

@@ -10,7 +10,8 @@ import anthropic
 import httpx
 import openai
 import pytest
-from anthropic.types import MessageTokensCount
+import pydantic
+from anthropic.types import MessageTokensCount, RawMessageStreamEvent
 from openai.types import Completion, Model
 
 from gateway.config.loader import build_config
@@ -28,6 +29,7 @@ CLAUDE_PRICE = {
     "cache_write_1h_per_mtok": "6",
 }
 ASK = [{"role": "user", "content": "Name three prime numbers."}]
+EVENTS: pydantic.TypeAdapter[RawMessageStreamEvent] = pydantic.TypeAdapter(RawMessageStreamEvent)
 
 
 @pytest.fixture(scope="module")
@@ -362,3 +364,110 @@ def test_new_routes_are_in_the_openapi_document(gateway: GatewayServer) -> None:
         schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert schema["required"] == required
     assert "get" in paths["/v1/models/{model_id}"]
+
+
+# -- Anthropic dialect fidelity ------------------------------------------------------------------
+
+CONTEXT = "Toll roads and their history across Europe. " * 300
+
+
+def cached_request(ttl: str, tag: str) -> dict[str, Any]:
+    """A prompt long enough to cache, its prefix its own (`tag`), so each test writes rather than reads."""
+    text = f"[{tag}] {CONTEXT}"
+    return {
+        "model": "claude",
+        "max_tokens": 50,
+        "system": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral", "ttl": ttl}}],
+        "messages": [{"role": "user", "content": f"Summarise ({ttl})."}],
+    }
+
+
+def test_messages_keep_the_cache_write_split_and_price_1h_writes_at_2x(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer
+) -> None:
+    raw = claude_sdk.messages.with_raw_response.create(**cached_request("1h", "split"))
+    message = raw.parse()
+    usage = message.usage
+    assert usage.cache_creation is not None
+    written = usage.cache_creation_input_tokens or 0
+    assert written > 1000 and usage.cache_creation.ephemeral_1h_input_tokens == written
+    assert usage.cache_creation.ephemeral_5m_input_tokens == 0
+    row = gateway.ledger_row(raw.headers["x-request-id"])
+    assert row["cache_write_tokens"] == row["cache_write_1h_tokens"] == written
+    # $6/MTok for 1h writes (2x the $3 input), $3 for the rest of the prompt.
+    expected = (written * 6 * 10**9 + usage.input_tokens * 3 * 10**9 + usage.output_tokens * 15 * 10**9 + 500_000) // 10**6
+    assert row["cost_nano"] == expected
+
+
+def test_a_1h_write_costs_more_than_a_5m_one(claude_sdk: anthropic.Anthropic, gateway: GatewayServer) -> None:
+    five = claude_sdk.messages.with_raw_response.create(**cached_request("5m", "five"))
+    hour = claude_sdk.messages.with_raw_response.create(**cached_request("1h", "hour"))
+    assert five.parse().usage.cache_creation.ephemeral_5m_input_tokens > 1000  # type: ignore[union-attr]
+    rows = [gateway.ledger_row(r.headers["x-request-id"]) for r in (five, hour)]
+    assert rows[0]["cache_write_1h_tokens"] == 0 and rows[1]["cache_write_1h_tokens"] > 1000
+    assert rows[1]["input_cost_nano"] > rows[0]["input_cost_nano"] * 1.5
+
+
+def test_a_stream_from_anthropic_is_relayed_with_its_own_counts(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer
+) -> None:
+    request = {**cached_request("1h", "stream"), "stream": True}
+    with claude_sdk.messages.with_streaming_response.create(**request) as response:
+        request_id = response.headers["x-request-id"]
+        events = list(response.parse())
+    for event in events:
+        EVENTS.validate_python(event.model_dump())
+    start = events[0]
+    assert start.type == "message_start" and start.message.id.startswith("msg_")
+    # The prompt's counts at the start, as Anthropic sends them (re-encoded chunks said 0).
+    assert start.message.usage.input_tokens > 0
+    assert (start.message.usage.cache_creation_input_tokens or 0) > 1000
+    # The provider's own events, pings included (the SDK hides those): its bytes, not a re-encoding.
+    wire = httpx.post(
+        gateway.base_url + "/v1/messages", json={**cached_request("1h", "wire"), "stream": True}, timeout=30
+    ).content
+    assert b"event: ping\n" in wire and b'"ephemeral_1h_input_tokens"' in wire.split(b"\n\n")[0]
+    delta = next(e for e in events if e.type == "message_delta")
+    row = gateway.ledger_row(request_id)
+    assert row["completion_tokens"] == delta.usage.output_tokens
+    assert row["prompt_tokens"] == (
+        start.message.usage.input_tokens
+        + (start.message.usage.cache_creation_input_tokens or 0)
+        + (start.message.usage.cache_read_input_tokens or 0)
+    )
+    assert row["cache_write_1h_tokens"] > 1000
+
+
+def test_a_stream_from_elsewhere_is_still_anthropic_shaped(claude_sdk: anthropic.Anthropic) -> None:
+    with claude_sdk.messages.stream(model="gpt-4o-mini", max_tokens=50, messages=ASK) as stream:  # type: ignore[arg-type]
+        final = stream.get_final_message()
+    assert final.id.startswith("msg_") and final.usage.output_tokens > 0 and final.usage.input_tokens > 0
+
+
+def overload(upstreams: dict[str, SandboxServer]) -> None:
+    rule = {"kind": "status", "status": 529, "count": -1}
+    httpx.post(upstreams["anthropic"].base_url + "/_sandbox/faults", json=rule).raise_for_status()
+
+
+def test_overloaded_anthropic_is_529_on_messages(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer, upstreams: dict[str, SandboxServer]
+) -> None:
+    overload(upstreams)
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        claude_sdk.messages.create(
+            model="claude", max_tokens=10, messages=ASK, extra_headers={"x-request-id": "overloaded-messages"}  # type: ignore[arg-type]
+        )
+    assert caught.value.status_code == 529
+    assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    row = gateway.ledger_row("overloaded-messages")
+    assert row["status"] == 529 and row["error_type"] == "upstream_overloaded" and row["attempts"] == 2
+
+
+def test_overloaded_anthropic_is_503_on_the_openai_side(
+    oai: openai.OpenAI, upstreams: dict[str, SandboxServer]
+) -> None:
+    overload(upstreams)
+    with pytest.raises(openai.InternalServerError) as caught:
+        oai.chat.completions.create(model="claude", messages=ASK)  # type: ignore[arg-type]
+    assert caught.value.status_code == 503
+    assert caught.value.body["code"] == "upstream_overloaded"  # type: ignore[index]
