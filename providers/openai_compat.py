@@ -21,8 +21,8 @@ from providers.errors import (
     UpstreamUnavailable,
     parse_retry_after,
 )
-from providers.reasoning_params import to_reasoning_body
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
+from providers.reasoning_params import to_reasoning_body
 from providers.sse import DONE, SSEDecoder
 from providers.streaming import UpstreamCalls, error_from_exception
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target

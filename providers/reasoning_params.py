@@ -15,7 +15,15 @@ from typing import Any
 # which is the chat model behind ChatGPT and takes the classic sampling parameters.
 _REASONING = re.compile(r"^(o\d+(?:-|$)|gpt-5(?!-chat))")
 # Sampling parameters the reasoning models refuse (only their defaults are accepted).
-REFUSED = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias")
+REFUSED = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+)
 RENAMED = "max_tokens_renamed"
 DROPPED_PREFIX = "param_dropped:"
 
@@ -46,4 +54,4 @@ def dropped_names(flags: list[str]) -> list[str]:
     return [flag[len(DROPPED_PREFIX) :] for flag in flags if flag.startswith(DROPPED_PREFIX)]
 
 
-__all__ = ["DROPPED_PREFIX", "RENAMED", "REFUSED", "dropped_names", "is_reasoning_model", "to_reasoning_body"]
+__all__ = ["DROPPED_PREFIX", "REFUSED", "RENAMED", "dropped_names", "is_reasoning_model", "to_reasoning_body"]

@@ -47,9 +47,13 @@ def parse_completion_request(raw: bytes) -> ChatRequest:
     options = body.get("stream_options")
     if options is not None:
         if not isinstance(options, dict):
-            raise InvalidRequest("'stream_options' must be an object", param="stream_options", code="invalid_type")
+            raise InvalidRequest(
+                "'stream_options' must be an object", param="stream_options", code="invalid_type"
+            )
         if not stream:
-            raise InvalidRequest("'stream_options' is only allowed when 'stream' is true", param="stream_options")
+            raise InvalidRequest(
+                "'stream_options' is only allowed when 'stream' is true", param="stream_options"
+            )
     include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
     chat: dict[str, Any] = {key: body[key] for key in _CARRIED if key in body}
     chat["model"] = model
@@ -96,7 +100,9 @@ def _check_scalars(body: dict[str, Any]) -> None:
             raise InvalidRequest(f"'{name}' must be a number", param=name, code="invalid_type")
         if not low <= value <= high:
             raise InvalidRequest(
-                f"'{name}' must be between {low:g} and {high:g}; got {value}", param=name, code="invalid_value"
+                f"'{name}' must be between {low:g} and {high:g}; got {value}",
+                param=name,
+                code="invalid_value",
             )
     for name, (ilow, ihigh) in _INTS.items():
         value = body.get(name)

@@ -69,7 +69,11 @@ async def _count(request: Request, runtime: Runtime, record: RequestRecord) -> R
         deployment = _first(runtime, model, admitted)
         if deployment is not None and _counts_upstream(runtime, deployment):
             answer = await runtime.executor.count_tokens(
-                body, model, deadline=request_deadline(request, runtime, model), trace=trace, allow=admitted.allows
+                body,
+                model,
+                deadline=request_deadline(request, runtime, model),
+                trace=trace,
+                allow=admitted.allows,
             )
             attribute(record, trace)
             record.upstream_ms = trace.waiting_ms
@@ -106,7 +110,9 @@ def parse_count_request(raw: bytes) -> tuple[JSON, JSON]:
     try:
         translated = from_anthropic_request(body)
     except (TypeError, AttributeError, ValueError) as exc:
-        raise InvalidRequest("a value in the Messages request has the wrong type", code="invalid_type") from exc
+        raise InvalidRequest(
+            "a value in the Messages request has the wrong type", code="invalid_type"
+        ) from exc
     chat = parse_chat_request(orjson.dumps(translated)).body
     return body, chat
 

@@ -50,7 +50,10 @@ async def retrieve_model(request: Request, model_id: str) -> Response:
         owner = model.owned_by
     if owner is None:
         body = error_body(
-            f"The model '{model_id}' does not exist", type="invalid_request_error", code="model_not_found", param="model"
+            f"The model '{model_id}' does not exist",
+            type="invalid_request_error",
+            code="model_not_found",
+            param="model",
         )
         return Response(body, status_code=404, media_type=_JSON)
     return Response(

@@ -51,12 +51,18 @@ class CompletionParams:
 
 def _prompts(value: object) -> list[str]:
     if value is None:
-        raise ApiError(400, "Missing required parameter: 'prompt'.", param="prompt", code="missing_required_parameter")
+        raise ApiError(
+            400, "Missing required parameter: 'prompt'.", param="prompt", code="missing_required_parameter"
+        )
     if isinstance(value, str):
         return [value]
     if isinstance(value, list) and value and all(isinstance(p, str) for p in value):
         return list(value)
-    if isinstance(value, list) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+    ):
         return [" ".join(str(t) for t in value)]
     if isinstance(value, list) and value and all(isinstance(p, list) for p in value):
         return [" ".join(str(t) for t in p) for p in value]
@@ -136,7 +142,9 @@ class OpenAICompletions:
 
     async def handle(self, ex: Exchange) -> None:
         started = time.monotonic()
-        params = from_completion_request(ex.payload, tokenizer=self.tokenizer, max_model_len=self.config.model_len)
+        params = from_completion_request(
+            ex.payload, tokenizer=self.tokenizer, max_model_len=self.config.model_len
+        )
         model = params.generation.model
         self._check_model(model)
         if not self.vllm and is_chat_only(model):
@@ -222,7 +230,9 @@ class _Writer:
     def whole(self, plan: Plan) -> bytes:
         body = self._head()
         prefix = self.echo or ("",) * len(plan.choices)
-        body["choices"] = [self._choice(c.index, prefix[c.index] + c.text, c.finish_reason) for c in plan.choices]
+        body["choices"] = [
+            self._choice(c.index, prefix[c.index] + c.text, c.finish_reason) for c in plan.choices
+        ]
         body["usage"] = self._usage(plan)
         if self.vllm:
             body["kv_transfer_params"] = None

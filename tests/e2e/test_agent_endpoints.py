@@ -9,8 +9,8 @@ from typing import Any
 import anthropic
 import httpx
 import openai
-import pytest
 import pydantic
+import pytest
 from anthropic.types import MessageTokensCount, RawMessageStreamEvent
 from openai.types import Completion, Model
 
@@ -54,13 +54,19 @@ def settings(upstreams: dict[str, SandboxServer], sqlite_url: str, spool: str) -
     return {
         "database": {"url": sqlite_url, "auto_migrate": False},
         "ledger": {"flush_interval_ms": 5, "spool_dir": spool},
-        "resilience": {"retry": {"max_attempts": 2, "backoff_base_seconds": 0.01, "backoff_cap_seconds": 0.02}},
+        "resilience": {
+            "retry": {"max_attempts": 2, "backoff_base_seconds": 0.01, "backoff_cap_seconds": 0.02}
+        },
         "providers": {
             "openai": {"type": "openai", "base_url": oai, "api_key": "sk-o"},
             # The same upstream as a generic OpenAI-compatible server: names alone say nothing there.
             "compat": {"type": "openai_compatible", "base_url": oai, "api_key": "sk-o"},
             "local": {"type": "vllm", "base_url": upstreams["vllm"].base_url + "/v1"},
-            "anthropic": {"type": "anthropic", "base_url": upstreams["anthropic"].base_url, "api_key": "sk-a"},
+            "anthropic": {
+                "type": "anthropic",
+                "base_url": upstreams["anthropic"].base_url,
+                "api_key": "sk-a",
+            },
             "gemini": {"type": "gemini", "base_url": upstreams["gemini"].base_url, "api_key": "g-k"},
         },
         "models": {
@@ -129,7 +135,9 @@ def test_legacy_completion_is_relayed_priced_and_logged(
     assert (row["prompt_tokens"], row["completion_tokens"]) == (usage.prompt_tokens, usage.completion_tokens)
     if model == "instruct":
         assert row["cost_nano"] == cost(usage.prompt_tokens, usage.completion_tokens)
-    assert raw.headers["x-tollgate-cost-usd"] == format(row["cost_nano"] / 10**9, ".9f").rstrip("0").rstrip(".")
+    assert raw.headers["x-tollgate-cost-usd"] == format(row["cost_nano"] / 10**9, ".9f").rstrip("0").rstrip(
+        "."
+    )
 
 
 @pytest.mark.parametrize("model", ["instruct", "llama"])
@@ -137,7 +145,11 @@ def test_legacy_completion_streams_with_one_ledger_row(
     oai: openai.OpenAI, gateway: GatewayServer, model: str
 ) -> None:
     with oai.completions.with_streaming_response.create(
-        model=model, prompt="Once upon a time", max_tokens=20, stream=True, stream_options={"include_usage": True}
+        model=model,
+        prompt="Once upon a time",
+        max_tokens=20,
+        stream=True,
+        stream_options={"include_usage": True},
     ) as response:
         request_id = response.headers["x-request-id"]
         chunks = list(response.parse())
@@ -199,7 +211,9 @@ def test_chat_model_on_openai_completions_is_openai_s_404(oai: openai.OpenAI) ->
         ({"prompt": "x"}, "model"),
     ],
 )
-def test_bad_completion_bodies_are_openai_400s(gateway: GatewayServer, body: dict[str, Any], param: str) -> None:
+def test_bad_completion_bodies_are_openai_400s(
+    gateway: GatewayServer, body: dict[str, Any], param: str
+) -> None:
     response = httpx.post(gateway.base_url + "/v1/completions", json=body)
     assert response.status_code == 400
     error = response.json()["error"]
@@ -232,7 +246,11 @@ def test_max_tokens_and_temperature_are_translated_for_reasoning_models(
     oai: openai.OpenAI, gateway: GatewayServer, model: str
 ) -> None:
     raw = oai.chat.completions.with_raw_response.create(
-        model=model, messages=ASK, max_tokens=7, temperature=0.2, top_p=0.5  # type: ignore[arg-type]
+        model=model,
+        messages=ASK,
+        max_tokens=7,
+        temperature=0.2,
+        top_p=0.5,  # type: ignore[arg-type]
     )
     completion = raw.parse()
     assert completion.usage is not None and completion.usage.completion_tokens <= 7
@@ -244,7 +262,11 @@ def test_max_tokens_and_temperature_are_translated_for_reasoning_models(
 
 def test_reasoning_stream_is_translated_too(oai: openai.OpenAI) -> None:
     with oai.chat.completions.with_streaming_response.create(
-        model="thinker", messages=ASK, max_tokens=5, temperature=0.7, stream=True  # type: ignore[arg-type]
+        model="thinker",
+        messages=ASK,
+        max_tokens=5,
+        temperature=0.7,
+        stream=True,  # type: ignore[arg-type]
     ) as response:
         assert response.headers["x-tollgate-dropped-params"] == "temperature"
         chunks = list(response.parse())
@@ -253,7 +275,10 @@ def test_reasoning_stream_is_translated_too(oai: openai.OpenAI) -> None:
 
 def test_chat_models_keep_their_parameters(oai: openai.OpenAI) -> None:
     raw = oai.chat.completions.with_raw_response.create(
-        model="gpt-4o-mini", messages=ASK, max_tokens=7, temperature=0.2  # type: ignore[arg-type]
+        model="gpt-4o-mini",
+        messages=ASK,
+        max_tokens=7,
+        temperature=0.2,  # type: ignore[arg-type]
     )
     assert raw.parse().choices[0].message.content
     assert "x-tollgate-dropped-params" not in raw.headers
@@ -281,7 +306,10 @@ def test_count_tokens_for_an_anthropic_model_is_anthropic_s_own_count(
     claude_sdk: anthropic.Anthropic, gateway: GatewayServer, upstreams: dict[str, SandboxServer]
 ) -> None:
     raw = claude_sdk.messages.with_raw_response.count_tokens(
-        model="claude", system=SYSTEM, messages=ASK, tools=[TOOL]  # type: ignore[list-item]
+        model="claude",
+        system=SYSTEM,
+        messages=ASK,
+        tools=[TOOL],  # type: ignore[list-item]
     )
     counted = raw.parse()
     assert isinstance(counted, MessageTokensCount)
@@ -289,10 +317,17 @@ def test_count_tokens_for_an_anthropic_model_is_anthropic_s_own_count(
     # The emulator counts what it bills: the same prompt sent whole reports the same input tokens.
     with anthropic.Anthropic(base_url=upstreams["anthropic"].base_url, api_key="sk", max_retries=0) as direct:
         direct_count = direct.messages.count_tokens(
-            model="claude-sonnet-4-5", system=SYSTEM, messages=ASK, tools=[TOOL]  # type: ignore[list-item]
+            model="claude-sonnet-4-5",
+            system=SYSTEM,
+            messages=ASK,
+            tools=[TOOL],  # type: ignore[list-item]
         )
         sent = direct.messages.create(
-            model="claude-sonnet-4-5", system=SYSTEM, messages=ASK, tools=[TOOL], max_tokens=5  # type: ignore[list-item]
+            model="claude-sonnet-4-5",
+            system=SYSTEM,
+            messages=ASK,
+            tools=[TOOL],
+            max_tokens=5,  # type: ignore[list-item]
         )
     assert counted.input_tokens == direct_count.input_tokens == sent.usage.input_tokens > 0
     row = gateway.ledger_row(raw.headers["x-request-id"])
@@ -301,7 +336,9 @@ def test_count_tokens_for_an_anthropic_model_is_anthropic_s_own_count(
     assert row["attempts"] == 1
 
 
-@pytest.mark.parametrize(("model", "how"), [("gpt-4o-mini", "o200k_base"), ("llama", "estimated"), ("gemini", "estimated")])
+@pytest.mark.parametrize(
+    ("model", "how"), [("gpt-4o-mini", "o200k_base"), ("llama", "estimated"), ("gemini", "estimated")]
+)
 def test_count_tokens_elsewhere_is_counted_here(
     claude_sdk: anthropic.Anthropic, gateway: GatewayServer, model: str, how: str
 ) -> None:
@@ -315,7 +352,9 @@ def test_count_tokens_elsewhere_is_counted_here(
     assert row["status"] == 200 and row["attempts"] == 0 and row["cost_nano"] == 0
 
 
-def test_count_tokens_bad_input_is_an_anthropic_4xx(claude_sdk: anthropic.Anthropic, gateway: GatewayServer) -> None:
+def test_count_tokens_bad_input_is_an_anthropic_4xx(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer
+) -> None:
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude_sdk.messages.count_tokens(model="claude", messages=[])
     assert caught.value.body["type"] == "error"  # type: ignore[index]
@@ -330,11 +369,16 @@ def test_count_tokens_bad_input_is_an_anthropic_4xx(claude_sdk: anthropic.Anthro
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
 
 
-def test_count_tokens_upstream_refusal_is_relayed_with_a_row(claude_sdk: anthropic.Anthropic, gateway: GatewayServer) -> None:
+def test_count_tokens_upstream_refusal_is_relayed_with_a_row(
+    claude_sdk: anthropic.Anthropic, gateway: GatewayServer
+) -> None:
     """A field Anthropic's count_tokens does not take reaches it and comes back as its 400."""
     with pytest.raises(anthropic.BadRequestError):
         claude_sdk.messages.count_tokens(
-            model="claude", messages=ASK, extra_body={"stream": True}, extra_headers={"x-request-id": "count-refused"}  # type: ignore[arg-type]
+            model="claude",
+            messages=ASK,
+            extra_body={"stream": True},
+            extra_headers={"x-request-id": "count-refused"},  # type: ignore[arg-type]
         )
     row = gateway.ledger_row("count-refused")
     assert row["status"] == 400 and row["provider"] == "anthropic"
@@ -343,7 +387,9 @@ def test_count_tokens_upstream_refusal_is_relayed_with_a_row(claude_sdk: anthrop
 # -- one model --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "owner"), [("gpt-4o-mini", "openai"), ("thinker", "openai"), ("llama", "local")])
+@pytest.mark.parametrize(
+    ("name", "owner"), [("gpt-4o-mini", "openai"), ("thinker", "openai"), ("llama", "local")]
+)
 def test_retrieve_a_model_in_openai_s_shape(oai: openai.OpenAI, name: str, owner: str) -> None:
     raw = oai.models.with_raw_response.retrieve(name)
     Model.model_validate_json(raw.http_response.content)
@@ -355,12 +401,19 @@ def test_retrieve_an_unknown_model_is_openai_s_404(oai: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         oai.models.retrieve("no-such-model")
     body = caught.value.body
-    assert isinstance(body, dict) and body["code"] == "model_not_found" and body["type"] == "invalid_request_error"
+    assert (
+        isinstance(body, dict)
+        and body["code"] == "model_not_found"
+        and body["type"] == "invalid_request_error"
+    )
 
 
 def test_new_routes_are_in_the_openapi_document(gateway: GatewayServer) -> None:
     paths = httpx.get(gateway.base_url + "/openapi.json").json()["paths"]
-    for path, required in (("/v1/completions", ["model", "prompt"]), ("/v1/messages/count_tokens", ["model", "messages"])):
+    for path, required in (
+        ("/v1/completions", ["model", "prompt"]),
+        ("/v1/messages/count_tokens", ["model", "messages"]),
+    ):
         schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert schema["required"] == required
     assert "get" in paths["/v1/models/{model_id}"]
@@ -395,7 +448,9 @@ def test_messages_keep_the_cache_write_split_and_price_1h_writes_at_2x(
     row = gateway.ledger_row(raw.headers["x-request-id"])
     assert row["cache_write_tokens"] == row["cache_write_1h_tokens"] == written
     # $6/MTok for 1h writes (2x the $3 input), $3 for the rest of the prompt.
-    expected = (written * 6 * 10**9 + usage.input_tokens * 3 * 10**9 + usage.output_tokens * 15 * 10**9 + 500_000) // 10**6
+    expected = (
+        written * 6 * 10**9 + usage.input_tokens * 3 * 10**9 + usage.output_tokens * 15 * 10**9 + 500_000
+    ) // 10**6
     assert row["cost_nano"] == expected
 
 
@@ -455,7 +510,10 @@ def test_overloaded_anthropic_is_529_on_messages(
     overload(upstreams)
     with pytest.raises(anthropic.APIStatusError) as caught:
         claude_sdk.messages.create(
-            model="claude", max_tokens=10, messages=ASK, extra_headers={"x-request-id": "overloaded-messages"}  # type: ignore[arg-type]
+            model="claude",
+            max_tokens=10,
+            messages=ASK,
+            extra_headers={"x-request-id": "overloaded-messages"},  # type: ignore[arg-type]
         )
     assert caught.value.status_code == 529
     assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]

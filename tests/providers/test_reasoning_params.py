@@ -7,12 +7,17 @@ import pytest
 from providers.reasoning_params import dropped_names, is_reasoning_model, to_reasoning_body
 
 
-@pytest.mark.parametrize("name", ["o1", "o1-mini", "o3", "o3-pro", "o4-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "gpt-5.1"])
+@pytest.mark.parametrize(
+    "name",
+    ["o1", "o1-mini", "o3", "o3-pro", "o4-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "gpt-5.1"],
+)
 def test_reasoning_names(name: str) -> None:
     assert is_reasoning_model(name)
 
 
-@pytest.mark.parametrize("name", ["gpt-4o", "gpt-4o-mini", "gpt-5-chat-latest", "omni-moderation-latest", "gpt-4.1"])
+@pytest.mark.parametrize(
+    "name", ["gpt-4o", "gpt-4o-mini", "gpt-5-chat-latest", "omni-moderation-latest", "gpt-4.1"]
+)
 def test_chat_names(name: str) -> None:
     assert not is_reasoning_model(name)
 
