@@ -11,6 +11,7 @@ from gateway.routing.capabilities import lacking
 from pricing.book import PriceBook
 from pricing.catalog import PriceCatalog
 from pricing.price import Price
+from providers.reasoning_params import is_reasoning_model
 from providers.types import Target
 
 
@@ -70,7 +71,11 @@ class ModelRegistry:
                 context_window=spec.context_window,
                 deployments=tuple(
                     Deployment(
-                        target=Target(provider=d.provider, upstream_model=d.model),
+                        target=Target(
+                            provider=d.provider,
+                            upstream_model=d.model,
+                            reasoning=_reasoning(config, d, spec.reasoning),
+                        ),
                         price=_price(config, prices, d, default=default_price, public=name),
                         self_hosted=config.self_hosted(d.provider),
                     )
@@ -106,6 +111,16 @@ class ModelRegistry:
     def public_names(self) -> list[tuple[str, Model]]:
         """Every name a client may ask for: the models, then the aliases."""
         return [*self._models.items(), *((a, self._models[t]) for a, t in self.aliases.items())]
+
+
+def _reasoning(config: Config, deployment: DeploymentConfig, model_says: bool | None) -> bool:
+    """Config first (the deployment's word, then its model's); else OpenAI's own naming, for
+    `type: openai` providers only (a vLLM or compatible server takes `max_tokens` whatever it serves)."""
+    said = deployment.reasoning if deployment.reasoning is not None else model_says
+    if said is not None:
+        return said
+    spec = config.providers.get(deployment.provider)
+    return spec is not None and spec.type == "openai" and is_reasoning_model(deployment.model)
 
 
 def _table_entry(config: Config, prices: PriceBook, deployment: DeploymentConfig) -> dict[str, Any] | None:

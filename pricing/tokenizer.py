@@ -34,6 +34,16 @@ PATTERN = "|".join(
 )
 
 
+# OpenAI models whose tokenizer is o200k_base (tiktoken's `MODEL_PREFIX_TO_ENCODING`, 0.14): what
+# the shipped file counts exactly. Every other model's count with it is an estimate.
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "o1", "o3", "o4", "gpt-oss")
+
+
+def encoding_for(model: str) -> str | None:
+    """The shipped tokenizer's name when it is this model's own, else None."""
+    return "o200k_base" if model.lower().startswith(_O200K_PREFIXES) else None
+
+
 def load_o200k(path: Path = FILE, *, keep_ranks: bool = False) -> tiktoken.Encoding:
     """o200k_base from the shipped file (raises OSError or ValueError when it is missing or altered).
 
@@ -58,4 +68,4 @@ def read_ranks(path: Path = FILE) -> dict[bytes, int]:
     return {base64.b64decode(token): int(rank) for token, rank in pairs}
 
 
-__all__ = ["FILE", "SHA256", "load_o200k", "read_ranks"]
+__all__ = ["FILE", "SHA256", "encoding_for", "load_o200k", "read_ranks"]

@@ -10,6 +10,8 @@ from providers.types import ChatRequest, Completion, EmbeddingRequest, StreamChu
 CHAT = "chat"
 STREAM = "stream"
 EMBEDDINGS = "embeddings"
+# Legacy text completions (`/v1/completions`): OpenAI-compatible upstreams only.
+COMPLETIONS = "completions"
 
 
 @runtime_checkable
@@ -38,3 +40,12 @@ class EmbeddingAdapter(Protocol):
     """
 
     async def embed(self, request: EmbeddingRequest, target: Target) -> Completion: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An optional ability: an upstream that counts a Messages request's input tokens itself
+    (Anthropic's free `POST /v1/messages/count_tokens`). The answer is the upstream's own body
+    (`{"input_tokens": N}`); `body` is the client's Anthropic-shaped request."""
+
+    async def count_tokens(self, body: dict[str, object], target: Target) -> Completion: ...

@@ -3,7 +3,8 @@
     ProviderError                  any failure reaching or using an upstream
     ├── UpstreamTimeout            connect / first byte / total deadline passed   (retryable, 504)
     ├── UpstreamUnreachable        DNS, refused connection, reset               (retryable, 502)
-    ├── UpstreamRateLimited        429 / 529 overloaded, may carry Retry-After  (retryable, 429)
+    ├── UpstreamRateLimited        429, may carry Retry-After                   (retryable, 429)
+    │   └── UpstreamOverloaded     529 overloaded: the provider's capacity, not a quota (retryable, 503)
     ├── UpstreamUnavailable        5xx from the upstream                        (retryable, 502)
     ├── UpstreamBadResponse        a body we cannot read                        (retryable, 502)
     └── UpstreamRejected           4xx: the request itself is wrong upstream    (not retryable)
@@ -61,6 +62,16 @@ class UpstreamRateLimited(ProviderError):
     status = 429
     type = "upstream_rate_limited"
     code = "upstream_rate_limited"
+
+
+class UpstreamOverloaded(UpstreamRateLimited):
+    """Anthropic's 529 `overloaded_error`: the provider is out of capacity for everyone, not this
+    caller's quota. Retried like a rate limit; once retries run out the client gets 503 (529
+    `overloaded_error` on `/v1/messages`), never a 429 it would read as its own limit."""
+
+    status = 503
+    type = "upstream_overloaded"
+    code = "upstream_overloaded"
 
 
 class UpstreamUnavailable(ProviderError):

@@ -9,11 +9,12 @@ from typing import Any
 
 import orjson
 
-from providers.adapter import CHAT, EMBEDDINGS, STREAM
+from providers.adapter import CHAT, COMPLETIONS, EMBEDDINGS, STREAM
 from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
     UpstreamBadResponse,
+    UpstreamOverloaded,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
@@ -21,6 +22,7 @@ from providers.errors import (
     parse_retry_after,
 )
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
+from providers.reasoning_params import to_reasoning_body
 from providers.sse import DONE, SSEDecoder
 from providers.streaming import UpstreamCalls, error_from_exception
 from providers.types import JSON, ChatRequest, Completion, EmbeddingRequest, StreamChunk, Target
@@ -33,17 +35,21 @@ def to_openai_body(
     """The bytes to send upstream: the client's own when nothing has to change.
 
     Streams always ask for the usage chunk, because the ledger needs it whether or not the client did.
+    A legacy completions request sends its own body; a reasoning model gets `max_completion_tokens`
+    for `max_tokens` and none of the sampling parameters it refuses.
     """
+    source = request.legacy if request.legacy is not None else request.body
     needs_usage = stream and not request.include_usage
     # Only OpenAI itself takes prompt_cache_key; other OpenAI-compatible servers may refuse unknown fields.
-    cache_key = request.prompt_cache_key if cache_key_ok and "prompt_cache_key" not in request.body else None
-    if request.raw and request.model == target.upstream_model and not needs_usage:
+    cache_key = request.prompt_cache_key if cache_key_ok and "prompt_cache_key" not in source else None
+    body, changes = to_reasoning_body(source) if target.reasoning else (source, [])
+    if request.raw and request.model == target.upstream_model and not needs_usage and not changes:
         if cache_key is None:
             return request.raw
         # Splice the key in front rather than re-serialise a body that may be 200 KB: the body is a
         # non-empty JSON object, so '{' + the key + ',' + the rest is valid JSON.
         return b'{"prompt_cache_key":"' + cache_key.encode() + b'",' + request.raw.lstrip()[1:]
-    body = dict(request.body)
+    body = dict(body)
     if cache_key is not None:
         body["prompt_cache_key"] = cache_key
     body["model"] = target.upstream_model
@@ -109,6 +115,8 @@ def from_openai_chunk(data: bytes) -> StreamChunk:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict):
                 chars += len(delta.get("content") or "") + _tool_chars(delta.get("tool_calls"))
+            elif isinstance(choice, dict) and isinstance(choice.get("text"), str):
+                chars += len(choice["text"])  # a legacy completions chunk
     return StreamChunk(
         data=data,
         usage=from_openai_usage(usage) if usage else None,
@@ -146,7 +154,9 @@ def error_from_response(
     }
     if status == 429 and code == "insufficient_quota":
         return UpstreamRejected(text, status=429, code="insufficient_quota", **common)
-    if status in (429, 529):
+    if status == 529:
+        return UpstreamOverloaded(text, **common)
+    if status == 429:
         return UpstreamRateLimited(text, **common)
     if status == 408:
         return UpstreamTimeout(text, **common)
@@ -163,7 +173,7 @@ def error_from_response(
 class OpenAICompatAdapter:
     """Chat completions against any server that speaks OpenAI's API."""
 
-    capabilities = frozenset({CHAT, STREAM, EMBEDDINGS})
+    capabilities = frozenset({CHAT, STREAM, EMBEDDINGS, COMPLETIONS})
 
     def __init__(
         self,
@@ -181,6 +191,7 @@ class OpenAICompatAdapter:
         # Connect fast or fail over; a long answer may legitimately take minutes to finish.
         self._chat_url = base_url.rstrip("/") + "/chat/completions"
         self._embeddings_url = base_url.rstrip("/") + "/embeddings"
+        self._completions_url = base_url.rstrip("/") + "/completions"
         self._headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
@@ -190,7 +201,10 @@ class OpenAICompatAdapter:
 
     async def complete(self, request: ChatRequest, target: Target) -> Completion:
         content = to_openai_body(request, target, stream=False, cache_key_ok=self._prompt_cache_key)
-        return await self._post_json(self._chat_url, content, expect="choices")
+        return await self._post_json(self._url_for(request), content, expect="choices")
+
+    def _url_for(self, request: ChatRequest) -> str:
+        return self._chat_url if request.legacy is None else self._completions_url
 
     async def embed(self, request: EmbeddingRequest, target: Target) -> Completion:
         if request.model == target.upstream_model:
@@ -215,7 +229,7 @@ class OpenAICompatAdapter:
 
     async def stream(self, request: ChatRequest, target: Target) -> AsyncGenerator[StreamChunk, None]:
         content = to_openai_body(request, target, stream=True, cache_key_ok=self._prompt_cache_key)
-        response = await self._calls.open_stream(self._chat_url, content)
+        response = await self._calls.open_stream(self._url_for(request), content)
         try:
             decoder = SSEDecoder()
             async for raw in response.chunks():
@@ -262,6 +276,8 @@ def _stream_error(error: JSON | Any) -> ProviderError:
         return UpstreamBadResponse(f"upstream stream error: {error!r}")
     message = str(error.get("message") or "upstream error mid-stream")
     code = str(error.get("code") or error.get("type") or "")
-    if code in ("rate_limit_exceeded", "overloaded_error", "rate_limit_error"):
+    if code == "overloaded_error":
+        return UpstreamOverloaded(message)
+    if code in ("rate_limit_exceeded", "rate_limit_error"):
         return UpstreamRateLimited(message)
     return UpstreamUnavailable(message)

@@ -34,6 +34,10 @@ class ChatRequest:
     # prompt_cache_key (None: send none).
     cache_ttl: str | None = None
     prompt_cache_key: str | None = None
+    # A legacy `/v1/completions` body (prompt, not messages): sent as is to an OpenAI-compatible
+    # upstream's `/completions`. `body` then holds its chat rendering, which routing, budgets and
+    # estimates read.
+    legacy: JSON | None = None
     # What the client asked, read once here (`providers.facts`); every stage reads it, none re-parses.
     facts: RequestFacts = field(default=None)  # type: ignore[assignment]
 
@@ -62,6 +66,9 @@ class Target:
 
     provider: str
     upstream_model: str
+    # The upstream refuses `max_tokens` and sampling parameters (OpenAI's reasoning models; see
+    # `providers.reasoning_params`). Not part of its identity: keys and comparisons ignore it.
+    reasoning: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -100,6 +107,9 @@ class StreamChunk:
     # The adapter already holds the stream's next chunk (the same upstream read): the gateway may
     # write this chunk's frame together with the following ones rather than on its own.
     more_ready: bool = False
+    # The provider's own SSE frames behind this chunk (and any event before it that made no chunk),
+    # when it speaks Anthropic: an Anthropic-dialect client gets them relayed as they came.
+    native: bytes = b""
 
 
 __all__ = ["JSON", "ChatRequest", "Completion", "EmbeddingRequest", "StreamChunk", "Target", "Usage"]

@@ -70,6 +70,8 @@ async def look_up(
     """
     if not policy.response_cache or "no-store" in headers.get("cache-control", "").lower():
         return CacheLookup(BYPASS)
+    if chat.legacy is not None:
+        return CacheLookup(BYPASS)  # stored answers are chat completions, replayed as chat chunks
     if not is_cacheable(chat.body, opt_in=headers.get(OPT_IN_HEADER, "").lower() == "use"):
         return CacheLookup(BYPASS)
     team = principal.team or ""

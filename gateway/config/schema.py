@@ -99,6 +99,10 @@ class DeploymentConfig(Strict):
     model: str
     price: PriceConfig | None = None
     gpu: GpuConfig | None = None
+    # Takes `max_completion_tokens` only and refuses sampling parameters (OpenAI's o-series and
+    # gpt-5): the gateway renames and drops them. Unset: the model's `reasoning`, else by name for
+    # `type: openai` providers (`providers.reasoning_params`).
+    reasoning: bool | None = None
 
     @model_validator(mode="after")
     def _one_price(self) -> DeploymentConfig:
@@ -128,6 +132,9 @@ class ModelConfig(Strict):
     # uses one to a model without it. Unset: LiteLLM's table says, and a model it does not know is
     # assumed able (say it for a self-hosted model: what its weights and vLLM flags allow).
     capabilities: tuple[Literal["tools", "json_schema", "vision"], ...] | None = None
+    # Every deployment takes `max_completion_tokens` only and refuses sampling parameters (see
+    # `DeploymentConfig.reasoning`); unset: judged per deployment.
+    reasoning: bool | None = None
 
     @model_validator(mode="after")
     def _one_way_to_say_where(self) -> ModelConfig:

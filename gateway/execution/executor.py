@@ -25,7 +25,7 @@ from gateway.models import Allow, Deployment, Model, ModelRegistry, usable
 from gateway.observability.redaction import Redactor
 from gateway.observability.tracing import Tracing
 from local_backend.fleet import Lease
-from providers.adapter import Adapter, EmbeddingAdapter
+from providers.adapter import COMPLETIONS, Adapter, EmbeddingAdapter, TokenCounter
 from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
@@ -110,6 +110,7 @@ class Executor:
         self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
     ) -> Completion:
         async def once(adapter: Adapter, target: Target) -> Completion:
+            _check_serves(chat, adapter, target)
             return await adapter.complete(chat, target)
 
         return await self._run(model, deadline, trace, once, allow, self._prefix(chat))
@@ -128,6 +129,22 @@ class Executor:
 
         return await self._run(model, deadline, trace, once, allow)
 
+    async def count_tokens(
+        self, body: dict[str, object], model: Model, *, deadline: float, trace: Trace, allow: Allow = None
+    ) -> Completion:
+        """A Messages request's input tokens, counted by a deployment that can (`TokenCounter`)."""
+
+        async def once(adapter: Adapter, target: Target) -> Completion:
+            if not isinstance(adapter, TokenCounter):
+                raise UpstreamRejected(
+                    f"provider '{target.provider}' does not count tokens",
+                    status=400,
+                    code="unsupported_endpoint",
+                )
+            return await adapter.count_tokens(body, target)
+
+        return await self._run(model, deadline, trace, once, allow)
+
     async def open_stream(
         self, chat: ChatRequest, model: Model, *, deadline: float, trace: Trace, allow: Allow = None
     ) -> Stream:
@@ -135,6 +152,7 @@ class Executor:
         first_byte = self._config.first_byte_timeout_seconds
 
         async def once(adapter: Adapter, target: Target) -> Stream:
+            _check_serves(chat, adapter, target)
             started = time.perf_counter_ns()
             chunks = adapter.stream(chat, target)
             try:
@@ -332,6 +350,19 @@ class Executor:
         trace.waiting_ms += (time.perf_counter_ns() - started) / 1e6
         await self._breakers.record_success(deployment.key)
         return result
+
+
+def _check_serves(chat: ChatRequest, adapter: Adapter, target: Target) -> None:
+    """A legacy completions request goes only where `/v1/completions` exists (OpenAI-compatible
+    servers and vLLM): elsewhere a 400 that names the provider, before any network call."""
+    if chat.legacy is not None and COMPLETIONS not in adapter.capabilities:
+        raise UpstreamRejected(
+            f"legacy completions (/v1/completions) are served only by OpenAI-compatible and vLLM "
+            f"deployments; '{chat.model}' is served by provider '{target.provider}': use "
+            "/v1/chat/completions",
+            status=400,
+            code="unsupported_endpoint",
+        )
 
 
 def attempt_bound(remaining: float, left: int, floor: float) -> float:

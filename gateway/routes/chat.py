@@ -32,10 +32,16 @@ from gateway.http.request_id import CLIENT_REQUEST_ID_KEY, REQUEST_ID_KEY
 from gateway.models import Model
 from gateway.policy.gate import PolicyGate
 from gateway.policy.principal import Principal
-from gateway.routes.dialects import ANTHROPIC_MESSAGES, OPENAI_CHAT, Dialect, StreamEncoder
+from gateway.routes.dialects import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_CHAT,
+    OPENAI_COMPLETIONS,
+    Dialect,
+    StreamEncoder,
+)
 from gateway.routes.ingress import sign_in
 from gateway.routes.outcome import ROUTE_HEADER, request_deadline, response_headers
-from gateway.routes.rewrite import rewrite_for_upstream
+from gateway.routes.rewrite import parameter_flags, rewrite_for_upstream
 from gateway.routes.settlement import HeldKey, Settlement
 from gateway.routing.escalation import complete_checked
 from gateway.routing.router import TIER_HEADER
@@ -53,6 +59,11 @@ _MAX_IDEMPOTENCY_KEY = 255
 async def chat_completions(request: Request) -> Response:
     """OpenAI's `POST /v1/chat/completions`."""
     return await serve(request, OPENAI_CHAT)
+
+
+async def completions(request: Request) -> Response:
+    """OpenAI's legacy `POST /v1/completions`, for OpenAI-compatible and vLLM deployments."""
+    return await serve(request, OPENAI_COMPLETIONS)
 
 
 async def messages(request: Request) -> Response:
@@ -122,6 +133,7 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
         record.mark_first_byte()
         record.overhead_ms = max(0.0, (record.ttft_ms or 0.0) - trace.waiting_ms)
         attribute(record, trace)
+        record.flags += parameter_flags(chat, trace.deployment)
         settlement.streaming = True
         return RelayResponse(
             _relay(settlement, chat, dialect.encoder(chat), first, chunks),
@@ -133,6 +145,7 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
         runtime, chat, model, record, deadline=deadline, trace=trace, allow=admitted.allows, team=team
     )
     attribute(record, trace)
+    record.flags += parameter_flags(chat, trace.deployment)
     record.upstream_ms = trace.waiting_ms
     settlement.bill(completion.usage)
     record.status = 200
@@ -160,6 +173,12 @@ async def _route(
 ) -> Model:
     """`auto` goes through the complexity router; any other name is the model the client asked for."""
     if runtime.router.is_auto(chat.model):
+        if chat.legacy is not None:
+            raise InvalidRequest(
+                f"'{chat.model}' routes chat requests only: name a model for /v1/completions",
+                param="model",
+                code="invalid_value",
+            )
         router, forced, team = runtime.router, request_headers(request).get(TIER_HEADER), gate.team(principal)
         if router.blocking:
             # Off the event loop (torch releases the GIL while it computes): others are served meanwhile.

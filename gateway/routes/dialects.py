@@ -11,6 +11,7 @@ import orjson
 from gateway.errors import InvalidRequest, describe
 from gateway.routes.body import json_object
 from gateway.routes.chat_request import parse_chat_request
+from gateway.routes.completion_request import parse_completion_request
 from providers.anthropic.ingress import (
     encode_events,
     from_anthropic_request,
@@ -18,6 +19,7 @@ from providers.anthropic.ingress import (
     to_anthropic_response,
 )
 from providers.anthropic.ingress_stream import AnthropicStreamEncoder
+from providers.errors import UpstreamOverloaded
 from providers.sse import DONE_EVENT, encode_data
 from providers.types import ChatRequest, Completion, StreamChunk
 
@@ -80,21 +82,44 @@ class OpenAIChat:
         return describe(exc)
 
 
+class OpenAICompletions(OpenAIChat):
+    """Legacy `POST /v1/completions`: the upstream's `text_completion` answer relayed as it came."""
+
+    endpoint = "completions"
+
+    def parse(self, raw: bytes) -> ChatRequest:
+        return parse_completion_request(raw)
+
+
 class AnthropicStream:
-    __slots__ = ("_encoder",)
+    """A stream from a provider that speaks Anthropic is relayed as its own events (`StreamChunk
+    .native`), counts and ids as they came; any other is re-encoded from its OpenAI chunks."""
+
+    __slots__ = ("_encoder", "_native")
 
     def __init__(self, model: str) -> None:
         self._encoder = AnthropicStreamEncoder(model=model)
+        self._native: bool | None = None
 
     def chunk(self, chunk: StreamChunk) -> bytes:
-        return encode_events(self._encoder.encode(orjson.loads(chunk.data), usage=chunk.usage))
+        if self._native is None:
+            self._native = bool(chunk.native)
+        if self._native:
+            return chunk.native
+        events = self._encoder.encode(orjson.loads(chunk.data), usage=chunk.usage, so_far=chunk.usage_so_far)
+        return encode_events(events)
 
     def end(self) -> bytes:
-        return encode_events(self._encoder.finish())
+        return b"" if self._native else encode_events(self._encoder.finish())
 
     def error(self, exc: BaseException) -> bytes:
         status, _, _ = describe(exc)
-        return encode_events(self._encoder.error(status, str(exc)))
+        return encode_events(self._encoder.error(anthropic_status(exc, status), str(exc)))
+
+
+def anthropic_status(exc: BaseException, status: int) -> int:
+    """Anthropic's own status for a failure: its 529 for an overloaded upstream (503 elsewhere)."""
+    return 529 if isinstance(exc, UpstreamOverloaded) else status
 
 
 class AnthropicMessages:
@@ -127,6 +152,7 @@ class AnthropicMessages:
 
     def error(self, exc: BaseException) -> tuple[int, bytes, str]:
         status, body, error_type = describe(exc)
+        status = anthropic_status(exc, status)
         # The message `describe` chose: an internal error's own text never reaches the client.
         message = orjson.loads(body)["error"]["message"]
         return status, orjson.dumps(to_anthropic_error(status, message)), error_type
@@ -151,4 +177,5 @@ def _check_max_tokens(value: object) -> None:
 
 
 OPENAI_CHAT = OpenAIChat()
+OPENAI_COMPLETIONS = OpenAICompletions()
 ANTHROPIC_MESSAGES = AnthropicMessages()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 from fastapi import APIRouter, Request, Response
 
+from gateway.errors import error_body
 from gateway.observability import readiness
 from gateway.observability.metrics_access import metrics_refusal
 from gateway.policy import KeyStoreUnavailable
@@ -35,6 +36,29 @@ async def list_models(request: Request) -> Response:
             },
         )
     return Response(orjson.dumps({"object": "list", "data": data}), media_type=_JSON)
+
+
+@router.get(
+    "/v1/models/{model_id:path}", summary="One model or alias clients may ask for (OpenAI model shape)"
+)
+async def retrieve_model(request: Request, model_id: str) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    owner = None
+    if runtime.config.routing.tiers and model_id == runtime.config.routing.auto_model:
+        owner = "tollgate"
+    elif (model := runtime.registry.resolve(model_id)) is not None:
+        owner = model.owned_by
+    if owner is None:
+        body = error_body(
+            f"The model '{model_id}' does not exist",
+            type="invalid_request_error",
+            code="model_not_found",
+            param="model",
+        )
+        return Response(body, status_code=404, media_type=_JSON)
+    return Response(
+        orjson.dumps({"id": model_id, "object": "model", "created": 0, "owned_by": owner}), media_type=_JSON
+    )
 
 
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)

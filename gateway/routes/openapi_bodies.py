@@ -89,10 +89,45 @@ _EMBEDDINGS: JSON = {
         "encoding_format": {"enum": ["float", "base64"]},
     },
 }
+_COMPLETIONS: JSON = {
+    "type": "object",
+    "required": ["model", "prompt"],
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "prompt": {
+            "oneOf": [
+                {"type": "string"},
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                {"type": "array", "minItems": 1, "items": {"type": "integer"}},
+            ]
+        },
+        "max_tokens": {"type": "integer", "minimum": 0},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "n": {"type": "integer", "minimum": 1, "maximum": 128},
+        "logprobs": {"type": "integer", "minimum": 0, "maximum": 5},
+        "echo": {"type": "boolean"},
+        "stop": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+        "stream": {"type": "boolean"},
+        "suffix": {"type": "string"},
+        "user": {"type": "string"},
+    },
+}
+_COUNT_TOKENS: JSON = {
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {
+        "model": _MESSAGES["properties"]["model"],
+        "messages": _MESSAGES["properties"]["messages"],
+        "system": {"type": "string"},
+    },
+}
 BODIES: dict[str, tuple[str, JSON]] = {
     "/v1/chat/completions": ("Create a chat completion (OpenAI's API)", _CHAT),
     "/v1/messages": ("Create a message (Anthropic's Messages API)", _MESSAGES),
     "/v1/embeddings": ("Create embeddings (OpenAI's API)", _EMBEDDINGS),
+    "/v1/completions": ("Create a completion (OpenAI's legacy text completions)", _COMPLETIONS),
+    "/v1/messages/count_tokens": ("Count message tokens (Anthropic's Messages API)", _COUNT_TOKENS),
 }
 
 

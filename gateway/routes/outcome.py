@@ -20,11 +20,14 @@ from gateway.routes.dialects import Dialect
 from gateway.routing.escalation import HEADER as ESCALATED_HEADER
 from gateway.runtime import Runtime
 from providers.errors import ProviderError
+from providers.reasoning_params import dropped_names
 
 log = logging.getLogger("tollgate.requests")
 
 ROUTE_HEADER = "x-tollgate-route"
 TIMEOUT_HEADER = "x-tollgate-timeout-ms"
+# Parameters the answering model refuses, left out of what it was sent (`providers.reasoning_params`).
+DROPPED_HEADER = "x-tollgate-dropped-params"
 TAGS_HEADER = "x-tollgate-tags"
 _MAX_TAGS = 10
 _MAX_TAG_LENGTH = 64
@@ -75,6 +78,8 @@ def response_headers(record: RequestRecord, trace: Trace) -> dict[str, str]:
         headers[ROUTE_HEADER] = record.route
     if record.context_note:
         headers[CONTEXT_HEADER] = record.context_note
+    if dropped := dropped_names(record.flags):
+        headers[DROPPED_HEADER] = ",".join(dropped)
     return headers
 
 

@@ -9,7 +9,9 @@ other than what the client asked.
 from __future__ import annotations
 
 from gateway.config.schema import TeamCacheConfig, TeamConfig
+from gateway.models import Deployment
 from providers.prompt_cache_key import prompt_cache_key
+from providers.reasoning_params import to_reasoning_body
 from providers.types import ChatRequest
 
 # OpenAI caches prompts from 1,024 tokens; at about 4 bytes a token, smaller ones can't benefit.
@@ -36,3 +38,13 @@ def rewrite_for_upstream(
             chat.prompt_cache_key = prompt_cache_key(team_name or "", chat.body)
             changed.append("prompt_cache_key")
     return changed
+
+
+def parameter_flags(chat: ChatRequest, deployment: Deployment | None) -> list[str]:
+    """What the adapter changed for the deployment that answered (a reasoning model: `max_tokens`
+    renamed, refused sampling parameters dropped), as flags; the adapter applies the same rule
+    (`providers.reasoning_params`), this names it for the ledger and `x-tollgate-dropped-params`."""
+    if deployment is None or not deployment.target.reasoning:
+        return []
+    source = chat.legacy if chat.legacy is not None else chat.body
+    return to_reasoning_body(source)[1]

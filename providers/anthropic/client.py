@@ -17,7 +17,7 @@ from providers.errors import ProviderError, UpstreamBadResponse
 from providers.http import HTTPFailure, Timeouts, UpstreamHTTP
 from providers.sse import ServerSentEvent, SSEDecoder
 from providers.streaming import UpstreamCalls, error_from_exception
-from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target
+from providers.types import JSON, ChatRequest, Completion, StreamChunk, Target, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -49,6 +49,7 @@ class AnthropicAdapter:
         self._cache_min_tokens = dict(cache_min_tokens_by_model or {})
         root = base_url.rstrip("/")
         self._url = root + ("/messages" if root.endswith("/v1") else "/v1/messages")
+        self._count_url = self._url + "/count_tokens"
         self._headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         self._headers.update(headers or {})
         if api_key:
@@ -95,12 +96,13 @@ class AnthropicAdapter:
                 model=target.upstream_model, created=int(time.time()), provider=self.name
             )
             sse = SSEDecoder()
+            frames: list[bytes] = []  # events that made no chunk yet: relayed with the next one
             async for raw in response.chunks():
                 for event in sse.feed(raw):
-                    for chunk in self._decode(decoder, event):
+                    for chunk in self._decode(decoder, event, frames):
                         yield chunk
             for event in sse.flush():
-                for chunk in self._decode(decoder, event):
+                for chunk in self._decode(decoder, event, frames):
                     yield chunk
             if not decoder.done:
                 raise UpstreamBadResponse(
@@ -111,8 +113,23 @@ class AnthropicAdapter:
         finally:
             await response.aclose()
 
-    def _decode(self, decoder: AnthropicStreamDecoder, event: ServerSentEvent) -> list[StreamChunk]:
-        return decoder.feed(event.event, self._parse(event.data))
+    async def count_tokens(self, body: JSON, target: Target) -> Completion:
+        """The client's Messages request, counted by Anthropic (free of charge): its answer as sent."""
+        raw = await self._calls.fetch(self._count_url, orjson.dumps({**body, "model": target.upstream_model}))
+        counted = self._parse(raw).get("input_tokens")
+        if not isinstance(counted, int) or isinstance(counted, bool):
+            raise UpstreamBadResponse(f"{self.name} counted no input_tokens", provider=self.name)
+        return Completion(body=raw, usage=Usage(), model=target.upstream_model)
+
+    def _decode(
+        self, decoder: AnthropicStreamDecoder, event: ServerSentEvent, frames: list[bytes]
+    ) -> list[StreamChunk]:
+        chunks = decoder.feed(event.event, self._parse(event.data))
+        frames.append(_frame(event))
+        if chunks:
+            chunks[0].native = b"".join(frames)
+            frames.clear()
+        return chunks
 
     def _parse(self, data: bytes) -> Any:
         try:
@@ -127,3 +144,9 @@ class AnthropicAdapter:
 
     async def aclose(self) -> None:
         """The HTTP client is shared and owned by the app; nothing of ours to close."""
+
+
+def _frame(event: ServerSentEvent) -> bytes:
+    """The event framed again as Anthropic sent it (named, its data one line per `data:` field)."""
+    head = b"event: " + event.event.encode() + b"\n" if event.event else b""
+    return head + b"".join(b"data: " + line + b"\n" for line in event.data.split(b"\n")) + b"\n"

@@ -14,6 +14,7 @@ import orjson
 from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
+    UpstreamOverloaded,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
@@ -70,7 +71,9 @@ def classify(
     """Every Anthropic failure, by HTTP status (or the status its error type stands for)."""
     text = f"{provider or 'anthropic'} {'sent' if stream else 'returned'} {status} {error_type}: {message}"
     common: dict[str, Any] = {"provider": provider, "upstream_status": status, "retry_after": retry_after}
-    if status in (429, 529):
+    if status == 529:
+        return UpstreamOverloaded(text, **common)
+    if status == 429:
         return UpstreamRateLimited(text, **common)
     if status in (408, 504):
         return UpstreamTimeout(text, **common)

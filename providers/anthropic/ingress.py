@@ -248,11 +248,18 @@ def _to_tool_use(call: JSON) -> JSON:
 def to_anthropic_usage(usage: Usage) -> JSON:
     """Anthropic's split: `input_tokens` is only what was neither read from nor written to the cache."""
     uncached = usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens
+    written_1h = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
     return {
         "input_tokens": max(0, uncached),
         "output_tokens": usage.completion_tokens,
         "cache_read_input_tokens": usage.cached_tokens,
         "cache_creation_input_tokens": usage.cache_write_tokens,
+        # The split by TTL, as Anthropic reports it: 1-hour writes are priced 2x base input, 5-minute
+        # ones 1.25x, so a client reconciling its bill needs both.
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens - written_1h,
+            "ephemeral_1h_input_tokens": written_1h,
+        },
     }
 
 

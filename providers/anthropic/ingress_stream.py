@@ -2,7 +2,9 @@
 
 Anthropic opens, fills and closes one content block at a time, so text and each tool call become
 their own block. Usage is only known at the end of an OpenAI stream, so `message_start` reports zero
-input tokens and the true counts come in `message_delta`'s usage, which Anthropic's SDK accumulates.
+input tokens unless the provider said earlier (Gemini's usage on every chunk); the true counts come in
+`message_delta`'s usage, which Anthropic's SDK accumulates. (A provider that speaks Anthropic is not
+re-encoded at all: `gateway.routes.dialects.AnthropicStream` relays its own events.)
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ class AnthropicStreamEncoder:
         self._stop_reason = "end_turn"
         self._usage = Usage()
 
-    def encode(self, chunk: JSON, *, usage: Usage | None = None) -> list[Event]:
-        """Events for one chunk; pass the adapter's canonical `usage` when the chunk carries it."""
+    def encode(self, chunk: JSON, *, usage: Usage | None = None, so_far: Usage | None = None) -> list[Event]:
+        """Events for one chunk; pass the adapter's canonical `usage` when the chunk carries it, and
+        `so_far` when the provider reported usage before the end (the prompt's count, for
+        `message_start`)."""
+        if so_far is not None and not self._started:
+            self._usage = so_far
         events = self._start(chunk.get("id"))
         if usage is not None or chunk.get("usage"):
             self._usage = usage or from_openai_usage(chunk.get("usage"))
@@ -75,7 +81,7 @@ class AnthropicStreamEncoder:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "usage": {**to_anthropic_usage(self._usage), "output_tokens": 0},
         }
         return [("message_start", {"type": "message_start", "message": message})]
 

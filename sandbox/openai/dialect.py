@@ -15,6 +15,7 @@ from sandbox.core.engine import Engine, GenerationRequest, Run
 from sandbox.core.sse import SSEWriter, StreamCut
 from sandbox.core.tokens import Tokenizer
 from sandbox.faults import FaultRule
+from sandbox.openai.completions import OpenAICompletions
 from sandbox.openai.embeddings import OpenAIEmbeddings
 from sandbox.openai.errors import BAD_JSON, ApiError, error_body, fault_error
 from sandbox.openai.logprobs import LogprobWriter
@@ -56,6 +57,7 @@ class OpenAIDialect(Dialect):
         self.tokenizer = Tokenizer()
         self.embeddings = OpenAIEmbeddings(config, engine.profile, self.check_model)
         self.models = OpenAIModels(config, self.served_models, self.check_model)
+        self.completions = OpenAICompletions(config, engine, self.tokenizer, self.check_model, self._headers)
 
     def routes(self) -> dict[tuple[str, str], Handler]:
         """The endpoints this dialect answers, by (method, path)."""
@@ -63,6 +65,7 @@ class OpenAIDialect(Dialect):
             ("POST", "/v1/chat/completions"): self.chat,
             ("GET", "/v1/models"): self.models.list_models,
             ("POST", "/v1/embeddings"): self.embeddings.handle,
+            ("POST", "/v1/completions"): self.completions.handle,
         }
 
     def served_models(self) -> tuple[str, ...]:

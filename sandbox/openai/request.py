@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from sandbox.core.tokens import Tokenizer
 from sandbox.openai.errors import ApiError
 from sandbox.openai.logprobs import parse_logprobs
 
-__all__ = ["ChatParams", "from_chat_request", "require_model"]
+__all__ = ["ChatParams", "from_chat_request", "int_option", "require_model", "stop_sequences"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 # A non-text part (image, audio, file) costs a flat number of tokens, like a
@@ -49,7 +50,7 @@ def require_model(body: object) -> str:
     return model
 
 
-def _int_option(body: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
+def int_option(body: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -127,7 +128,7 @@ def _turns(messages: object) -> list[tuple[str, str, str | None]]:
     return turns
 
 
-def _stop(value: object) -> tuple[str, ...]:
+def stop_sequences(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -172,13 +173,15 @@ def from_chat_request(
     extra sampling parameters too (`ignore_eos`)."""
     model = require_model(body)
     assert isinstance(body, Mapping)
+    if not vllm and is_reasoning_model(model):
+        _refuse_for_reasoning(body)
     turns = _turns(body.get("messages"))
     tools = body.get("tools")
     preamble = orjson.dumps(tools).decode() if tools else ""
     prompt = tokenizer.render_chat(turns, preamble=preamble)
-    max_tokens = _int_option(body, "max_completion_tokens", 1, max_model_len)
+    max_tokens = int_option(body, "max_completion_tokens", 1, max_model_len)
     if max_tokens is None:
-        max_tokens = _int_option(body, "max_tokens", 1, max_model_len)
+        max_tokens = int_option(body, "max_tokens", 1, max_model_len)
     if len(prompt) + (max_tokens or 0) > max_model_len:
         raise _invalid(
             f"This model's maximum context length is {max_model_len} tokens. However, you "
@@ -201,9 +204,9 @@ def from_chat_request(
     generation = GenerationRequest(
         model=model,
         prompt=prompt,
-        n=_int_option(body, "n", 1, 128) or 1,
+        n=int_option(body, "n", 1, 128) or 1,
         max_tokens=max_tokens,
-        stop=_stop(body.get("stop")),
+        stop=stop_sequences(body.get("stop")),
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         tool=_tool(body),
         ignore_eos=vllm and body.get("ignore_eos") is True,
@@ -217,6 +220,47 @@ def from_chat_request(
         top_logprobs=parse_logprobs(body, vllm=vllm),
         first_tool=_first_tool(tools),
     )
+
+
+# OpenAI's reasoning models (o-series, gpt-5 but not gpt-5-chat): what they refuse, in their words.
+_REASONING = re.compile(r"^(o\d+(?:-|$)|gpt-5(?!-chat))")
+_DEFAULT_ONLY = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+_UNSUPPORTED = ("logprobs", "top_logprobs", "logit_bias")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether api.openai.com treats this model as a reasoning model."""
+    return _REASONING.match(model.lower()) is not None
+
+
+def _refuse_for_reasoning(body: Mapping[str, Any]) -> None:
+    if "max_tokens" in body:
+        raise ApiError(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            param="max_tokens",
+            code="unsupported_parameter",
+        )
+    for name in _DEFAULT_ONLY:
+        value = body.get(name)
+        default = 1 if name in ("temperature", "top_p") else 0
+        if value is not None and value != default:
+            raise ApiError(
+                400,
+                f"Unsupported value: '{name}' does not support {value} with this model. Only the "
+                f"default ({default}) value is supported.",
+                param=name,
+                code="unsupported_value",
+            )
+    for name in _UNSUPPORTED:
+        if body.get(name) not in (None, False):
+            raise ApiError(
+                400,
+                f"Unsupported parameter: '{name}' is not supported with this model.",
+                param=name,
+                code="unsupported_parameter",
+            )
 
 
 def _first_tool(tools: object) -> str | None:

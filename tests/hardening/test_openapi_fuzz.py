@@ -76,6 +76,8 @@ SERVED_MODELS = {
     "/v1/chat/completions": ["gpt-4o-mini", "llama", "resilient"],
     "/v1/messages": ["gpt-4o-mini", "llama"],
     "/v1/embeddings": ["gpt-4o-mini"],
+    "/v1/completions": ["llama", "gpt-4o-mini"],
+    "/v1/messages/count_tokens": ["gpt-4o-mini", "llama"],
 }
 
 
@@ -94,6 +96,9 @@ def test_the_document_lists_every_public_and_admin_route(admin_gateway: GatewayS
         ("POST", "/v1/chat/completions"),
         ("POST", "/v1/messages"),
         ("POST", "/v1/embeddings"),
+        ("POST", "/v1/completions"),
+        ("POST", "/v1/messages/count_tokens"),
+        ("GET", "/v1/models/{model_id}"),
     } <= routes
 
 
@@ -122,13 +127,18 @@ def test_every_documented_route_answers_well_formed(
                         response.status_code,
                         response.headers,
                         response.content,
-                        anthropic=case.path == "/v1/messages",
+                        anthropic=case.path.startswith("/v1/messages"),
                     )
 
             call()
     # The completion routes were reached, not only refused: some generated bodies were answered.
     answered = {(row["endpoint"], row["status"]) for row in admin_gateway.ledger_rows()}
-    assert {("chat.completions", 200), ("messages", 200)} <= answered, answered
+    assert {
+        ("chat.completions", 200),
+        ("messages", 200),
+        ("completions", 200),
+        ("messages.count_tokens", 200),
+    } <= answered, answered
 
 
 def assert_well_formed(status: int, headers: Any, body: bytes, *, anthropic: bool = False) -> None:

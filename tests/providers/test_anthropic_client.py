@@ -17,6 +17,7 @@ from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
     UpstreamBadResponse,
+    UpstreamOverloaded,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
@@ -132,7 +133,7 @@ def error_body(kind: str, text: str) -> bytes:
     ("status", "headers", "body", "kind", "retryable", "retry_after", "client_status"),
     [
         (429, {"retry-after": "7"}, error_body("rate_limit_error", "slow down"), UpstreamRateLimited, True, 7.0, 429),
-        (529, {}, error_body("overloaded_error", "Overloaded"), UpstreamRateLimited, True, None, 429),
+        (529, {}, error_body("overloaded_error", "Overloaded"), UpstreamOverloaded, True, None, 503),
         (401, {}, error_body("authentication_error", "invalid x-api-key"), UpstreamRejected, False, None, 502),
         (403, {}, error_body("permission_error", "no"), UpstreamRejected, False, None, 502),
         (402, {}, error_body("billing_error", "no credit"), UpstreamRejected, False, None, 502),

@@ -288,6 +288,7 @@ def test_stream_encoder_emits_valid_events_in_anthropic_order() -> None:
         "output_tokens": 20,
         "cache_read_input_tokens": 60,
         "cache_creation_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
     }
 
 

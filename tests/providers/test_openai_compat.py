@@ -13,6 +13,7 @@ from providers.errors import (
     ContextLengthExceeded,
     ProviderError,
     UpstreamBadResponse,
+    UpstreamOverloaded,
     UpstreamRateLimited,
     UpstreamRejected,
     UpstreamTimeout,
@@ -105,7 +106,7 @@ def test_litellm_shaped_usage_reports_anthropic_cache_reads_and_writes_in_its_ex
             False,
             3.0,
         ),
-        (529, {}, b'{"error":{"message":"overloaded"}}', UpstreamRateLimited, True, None),
+        (529, {}, b'{"error":{"message":"overloaded"}}', UpstreamOverloaded, True, None),
         (
             400,
             {},
