@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     except asyncio.CancelledError:
         print("[bench] terminated; every process stopped and temp database dropped", file=sys.stderr)
         return 143
-    rows = build_rows(results, saved_results(settings.json_path.parent))
+    rows = build_rows(results, saved_results(RESULTS_DIR))
     print(render(results, rows))
     write_json(results, rows, settings.json_path)
     print(f"\nJSON: {settings.json_path}")
