@@ -329,7 +329,8 @@ def save(soak: Soak, path: Path) -> None:
     """The figures `make bench` shows in its RSS-flat row (this run takes minutes)."""
     by_count = {n: rss for n, rss, _ in soak.marks}
     half, end = soak.total // 2, soak.total
-    growth = (by_count[end] - by_count[half]) / 2**20 if half in by_count and end in by_count else None
+    mid = min((n for n in by_count if n >= half), default=None)  # half-way, or the next mark after it
+    growth = (by_count[end] - by_count[mid]) / 2**20 if mid is not None and end in by_count else None
     saved = {
         "git": git_head(),
         "requests": soak.total,
