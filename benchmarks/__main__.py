@@ -1,9 +1,11 @@
 """`python -m benchmarks [--quick] ...`: run every scenario once, print the table, write the JSON.
 
-Order of a default run: sandbox up; gateway on a SQLite ledger (start-up timed); c=1 latency, TTFT
-and large-prompt pairs; c=64 throughput direct, then through the gateway; RSS and ledger check; then
-a second gateway on a throwaway PostgreSQL database for the throughput row the target is about.
-Everything started is stopped, and the database dropped, on the way out, Ctrl-C included.
+Order of a default run: sandbox up; the production-shape gateway (benchmarks/shapes.py: team key,
+budget, rpm, Redis state, a throwaway PostgreSQL ledger, model `auto`; start-up timed); c=1
+latency, TTFT and large-prompt pairs; c=64 throughput direct, then through the gateway; RSS and
+ledger check; then the same scenarios through the embedded default (SQLite, open mode) for the
+table's last column. Everything started is stopped, the database dropped and the Redis keys
+deleted on the way out, Ctrl-C included.
 """
 
 from __future__ import annotations
@@ -49,6 +51,19 @@ from benchmarks.processes import (
 from benchmarks.report import RESULTS_DIR, GatewayRun, Results, build_rows
 from benchmarks.report_text import render, write_json
 from benchmarks.scenarios import latency_pair, prompt_tokens, settle, throughput
+from benchmarks.shapes import (
+    DEFAULT_REDIS_URL,
+    EMBEDDED,
+    PRODUCTION,
+    Shape,
+    auth_headers,
+    create_key,
+    drop_redis_prefix,
+    gateway_config,
+    redis_prefix,
+    redis_reachable,
+    write_config,
+)
 
 HOST = "127.0.0.1"
 
@@ -63,8 +78,9 @@ class Settings:
     warmup_s: float
     concurrency: int
     blocks: int
-    ledgers: str  # "both", "sqlite" or "postgresql"
+    shapes: str  # "both", "production" or "embedded"
     postgres_url: str
+    redis_url: str
     gateway_cmd: str
     json_path: Path
 
@@ -76,7 +92,7 @@ class Settings:
             "duration_s": self.duration_s,
             "warmup_s": self.warmup_s,
             "concurrency": self.concurrency,
-            "ledgers": self.ledgers,
+            "shapes": self.shapes,
         }
 
 
@@ -89,20 +105,27 @@ def parse_args(argv: list[str] | None) -> Settings:
     parser.add_argument("--requests", type=int, help="c=1 requests per side (default 2000, quick 200)")
     parser.add_argument("--duration", type=float, help="seconds per throughput run (default 10, quick 2)")
     parser.add_argument("--concurrency", type=int, default=64, help="connections for throughput (default 64)")
-    ledgers = parser.add_mutually_exclusive_group()
-    ledgers.add_argument(
+    shapes = parser.add_mutually_exclusive_group()
+    shapes.add_argument(
+        "--embedded-only",
         "--no-postgres",
         action="store_true",
-        help="SQLite ledger only (default: SQLite, plus PostgreSQL if reachable)",
+        help="only the embedded default (SQLite, open mode); no PostgreSQL or Redis needed",
     )
-    ledgers.add_argument(
-        "--postgres", action="store_true", help="every scenario on a PostgreSQL ledger, no SQLite run"
+    shapes.add_argument(
+        "--production-only", action="store_true", help="only the production shape, no embedded column"
     )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("TOLLGATE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES_ADMIN_URL),
         help="admin DSN used to create and drop a throwaway database "
         "(default $TOLLGATE_BENCH_POSTGRES_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("TOLLGATE_BENCH_REDIS_URL", DEFAULT_REDIS_URL),
+        help="Redis for the production shape's state; its keys go under a random prefix, deleted "
+        "after the run (default $TOLLGATE_BENCH_REDIS_URL or %(default)s)",
     )
     parser.add_argument(
         "--gateway-cmd",
@@ -128,8 +151,9 @@ def parse_args(argv: list[str] | None) -> Settings:
         warmup_s=0.5 if quick else 2.0,
         concurrency=args.concurrency,
         blocks=10,
-        ledgers="sqlite" if args.no_postgres else "postgresql" if args.postgres else "both",
+        shapes="embedded" if args.embedded_only else "production" if args.production_only else "both",
         postgres_url=args.postgres_url,
+        redis_url=args.redis_url,
         gateway_cmd=args.gateway_cmd,
         json_path=args.json,
     )
@@ -149,24 +173,39 @@ class Bench:
         self.results = Results(environment={}, settings=settings.public())
         self.sandbox: ManagedProcess | None = None
         self.direct: Target | None = None
+        self.prefix = redis_prefix()
 
     def say(self, message: str) -> None:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
     async def run(self) -> Results:
         s = self.s
-        ledgers: list[tuple[str, bool]] = []  # (kind, full scenario set?)
-        if s.ledgers in ("both", "sqlite"):
-            ledgers.append(("sqlite", True))
-        if s.ledgers in ("both", "postgresql"):
+        shapes: list[Shape] = []
+        if s.shapes in ("both", "production"):
             why_not = await postgres_reachable(s.postgres_url)
             if why_not is None:
-                ledgers.append(("postgresql", s.ledgers == "postgresql"))
-            elif s.ledgers == "postgresql":
-                raise SystemExit(f"--postgres: PostgreSQL is not reachable at {s.postgres_url}: {why_not}")
+                shapes.append(PRODUCTION)
+            elif s.shapes == "production":
+                raise SystemExit(
+                    f"--production-only: PostgreSQL is not reachable at {s.postgres_url}: {why_not}"
+                )
             else:
                 self.results.notes.append(
-                    f"PostgreSQL not reachable ({why_not}); its throughput row is skipped"
+                    f"PostgreSQL not reachable ({why_not}): the production shape is skipped, "
+                    "the embedded default's figures are the main columns"
+                )
+        if s.shapes in ("both", "embedded"):
+            shapes.append(EMBEDDED)
+        self.redis_url: str | None = None
+        if PRODUCTION in shapes:
+            why_not = redis_reachable(s.redis_url)
+            if why_not is None:
+                self.redis_url = s.redis_url
+                self.stack.callback(drop_redis_prefix, s.redis_url, self.prefix)
+            else:
+                self.results.notes.append(
+                    f"Redis not reachable at {s.redis_url} ({why_not}): the production shape keeps its "
+                    "budgets and limits in memory"
                 )
 
         self.say("starting the sandbox (instant profile)")
@@ -176,79 +215,89 @@ class Bench:
         self.sandbox = sandbox
         self.direct = Target("direct", HOST, port)
 
-        for kind, full in ledgers:
-            ledger = (
-                sqlite_ledger(self.workdir) if kind == "sqlite" else await postgres_ledger(s.postgres_url)
-            )
-            if kind == "postgresql":
+        for shape in shapes:
+            if shape.ledger_kind == "sqlite":
+                ledger = sqlite_ledger(self.workdir)
+            else:
+                ledger = await postgres_ledger(s.postgres_url)
                 self.stack.push_async_callback(ledger.drop)
-            self.results.gateways.append(await self.gateway_run(ledger, full=full))
+            self.results.gateways.append(await self.gateway_run(shape, ledger))
             await ledger.drop()
         return self.results
 
-    def write_config(self, ledger: Ledger) -> Path:
-        assert self.direct is not None
-        config = {
-            "database": {"url": ledger.url, "auto_migrate": True},
-            "providers": {"up": {"type": "openai", "base_url": f"http://{HOST}:{self.direct.port}/v1"}},
-            "models": {
-                payloads.MODEL: {"provider": "up", "price": {"input_per_mtok": "3", "output_per_mtok": "15"}}
-            },
-        }
-        path = self.workdir / f"tollgate-{ledger.kind}.yaml"
-        path.write_text(json.dumps(config, indent=2))  # JSON is YAML
-        return path
-
-    async def gateway_run(self, ledger: Ledger, *, full: bool) -> GatewayRun:
-        s, direct, sandbox = self.s, self.direct, self.sandbox
-        assert direct is not None and sandbox is not None
-        self.say(f"starting the gateway, ledger on {ledger.label}")
-        config = self.write_config(ledger)
+    async def gateway_run(self, shape: Shape, ledger: Ledger) -> GatewayRun:
+        s, sandbox = self.s, self.sandbox
+        assert self.direct is not None and sandbox is not None
+        upstream = f"http://{HOST}:{self.direct.port}/v1"
+        config = write_config(
+            self.workdir / f"tollgate-{shape.name}.yaml",
+            gateway_config(shape, ledger, upstream, redis_url=self.redis_url, prefix=self.prefix),
+        )
+        key = None
+        if shape.keys:
+            self.say(f"{shape.label}: creating the team's virtual key")
+            key = await asyncio.to_thread(create_key, config, self.workdir)
+        headers = auth_headers(key)
+        # The same request bytes both ways: the sandbox ignores the key and answers any model.
+        direct = Target("direct", HOST, self.direct.port, headers=headers)
+        self.say(f"{shape.label}: starting the gateway, ledger on {ledger.label}")
         gw = await start_gateway(
-            s.gateway_cmd, config, self.workdir, self.pinning, label=ledger.kind, host=HOST
+            s.gateway_cmd,
+            config,
+            self.workdir,
+            self.pinning,
+            label=shape.name,
+            host=HOST,
+            headers=headers,
+            model=shape.model,
         )
         self.processes.append(gw.process)
         self.stack.callback(gw.process.stop)
-        run = GatewayRun(ledger=ledger.label, startup_s=gw.startup_s)
+        run = GatewayRun(ledger=ledger.label, startup_s=gw.startup_s, shape=shape.name)
         target = Target(
-            f"gateway[{ledger.label}]", HOST, gw.port, sent=gw.probe_answers, answered=gw.probe_answers
+            f"gateway[{shape.name}]",
+            HOST,
+            gw.port,
+            sent=gw.probe_answers,
+            answered=gw.probe_answers,
+            headers=headers,
         )
 
         probe = LoadProbe(self.pinning.enabled, {"sandbox": sandbox.pid, "gateway": gw.process.pid})
-        if full:
-            probe.start()
-            self.say(f"latency at c=1: {s.requests} requests per side")
-            self.results.latency = await latency_pair(
-                direct,
-                target,
-                payloads.small_body(),
-                count=s.requests,
-                warmup=s.warmup_requests,
-                blocks=s.blocks,
-            )
-            await settle()
-            self.say(f"time to first token at c=1: {s.stream_requests} streams per side")
-            self.results.ttft = await latency_pair(
-                direct,
-                target,
-                payloads.small_body(stream=True),
-                count=s.stream_requests,
-                warmup=s.warmup_requests,
-                blocks=s.blocks,
-                stream=True,
-            )
-            await settle()
-            large = payloads.large_body()
-            self.results.large_prompt_bytes = len(large)
+        probe.start()
+        self.say(f"{shape.label}: latency at c=1, {s.requests} requests per side")
+        run.latency = await latency_pair(
+            direct,
+            target,
+            payloads.small_body(model=shape.model),
+            count=s.requests,
+            warmup=s.warmup_requests,
+            blocks=s.blocks,
+        )
+        await settle()
+        self.say(f"{shape.label}: time to first token at c=1, {s.stream_requests} streams per side")
+        run.ttft = await latency_pair(
+            direct,
+            target,
+            payloads.small_body(stream=True, model=shape.model),
+            count=s.stream_requests,
+            warmup=s.warmup_requests,
+            blocks=s.blocks,
+            stream=True,
+        )
+        await settle()
+        large = payloads.large_body(model=shape.model)
+        self.results.large_prompt_bytes = len(large)
+        if self.results.large_prompt_tokens is None:
             self.results.large_prompt_tokens = await prompt_tokens(direct, large)
-            self.say(f"large prompt at c=1: {s.large_requests} requests per side")
-            self.results.large = await latency_pair(
-                direct, target, large, count=s.large_requests, warmup=5, blocks=s.blocks
-            )
-            self.results.c1_foreign = probe.stop()
-            await settle()
+        self.say(f"{shape.label}: large prompt at c=1, {s.large_requests} requests per side")
+        run.large = await latency_pair(
+            direct, target, large, count=s.large_requests, warmup=5, blocks=s.blocks
+        )
+        run.c1_foreign = probe.stop()
+        await settle()
 
-        body = payloads.small_body()
+        body = payloads.small_body(model=shape.model)
         if self.results.direct_throughput is None:
             self.say(f"throughput direct: c={s.concurrency} for {s.duration_s:g} s")
             self.results.direct_throughput = await throughput(
@@ -261,7 +310,7 @@ class Bench:
                 pinned=self.pinning.enabled,
             )
             await settle()
-        self.say(f"throughput via gateway ({ledger.label}): c={s.concurrency} for {s.duration_s:g} s")
+        self.say(f"{shape.label}: throughput via the gateway, c={s.concurrency} for {s.duration_s:g} s")
         run.throughput = await throughput(
             target,
             body,
@@ -280,7 +329,7 @@ class Bench:
         gw.process.stop()
         if run.ledger_rows != run.answered:
             self.results.notes.append(
-                f"ledger on {ledger.label}: {run.ledger_rows} rows for {run.answered} answers "
+                f"{shape.label} ({ledger.label}): {run.ledger_rows} rows for {run.answered} answers "
                 f"after waiting {run.ledger_wait_s:.1f} s; gateway log says:"
             )
             self.results.notes += [f"  {line}" for line in gw.process.log_problems()]
@@ -333,6 +382,15 @@ async def amain(settings: Settings) -> Results:
     raise AssertionError("unreachable")
 
 
+def saved_results(directory: Path) -> dict[str, Any]:
+    """What `make bench-soak` and `make bench-workers` last wrote (they take minutes each)."""
+    saved: dict[str, Any] = {}
+    for name in ("soak", "workers"):
+        with contextlib.suppress(OSError, ValueError):
+            saved[name] = json.loads((directory / f"{name}.json").read_text())
+    return saved
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = parse_args(argv)
     try:
@@ -344,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     except asyncio.CancelledError:
         print("[bench] terminated; every process stopped and temp database dropped", file=sys.stderr)
         return 143
-    rows = build_rows(results)
+    rows = build_rows(results, saved_results(RESULTS_DIR))
     print(render(results, rows))
     write_json(results, rows, settings.json_path)
     print(f"\nJSON: {settings.json_path}")

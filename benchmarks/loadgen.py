@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -25,13 +25,16 @@ _DONE_EVENT = b"data: [DONE]"
 _MAX_ERROR_SAMPLES = 5
 
 
-def build_request(host: str, port: int, path: str, body: bytes) -> bytes:
-    """The exact bytes of one POST, built once and written as is for every request."""
+def build_request(host: str, port: int, path: str, body: bytes, headers: Sequence[str] = ()) -> bytes:
+    """The exact bytes of one POST, built once and written as is for every request; `headers` are
+    extra `Name: value` lines (a virtual key's Authorization)."""
+    extra = "".join(f"{line}\r\n" for line in headers)
     head = (
         f"POST {path} HTTP/1.1\r\n"
         f"Host: {host}:{port}\r\n"
         "Content-Type: application/json\r\n"
         "Accept: */*\r\n"
+        f"{extra}"
         f"Content-Length: {len(body)}\r\n"
         "\r\n"
     )
@@ -276,6 +279,7 @@ class Target:
     port: int
     sent: int = 0
     answered: int = 0
+    headers: tuple[str, ...] = ()
 
 
 @dataclass

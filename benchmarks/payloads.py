@@ -16,9 +16,11 @@ _WORDS = (
 ).split()
 
 
-def chat_body(content: str, *, stream: bool = False, max_tokens: int = MAX_TOKENS) -> bytes:
+def chat_body(
+    content: str, *, stream: bool = False, max_tokens: int = MAX_TOKENS, model: str = MODEL
+) -> bytes:
     body: dict[str, object] = {
-        "model": MODEL,
+        "model": model,
         "messages": [
             {"role": "system", "content": "You are a terse assistant."},
             {"role": "user", "content": content},
@@ -31,9 +33,9 @@ def chat_body(content: str, *, stream: bool = False, max_tokens: int = MAX_TOKEN
     return orjson.dumps(body)
 
 
-def small_body(*, stream: bool = False) -> bytes:
+def small_body(*, stream: bool = False, model: str = MODEL) -> bytes:
     """A typical short chat turn with a short answer: the gateway's overhead dominates nothing else."""
-    return chat_body("Summarise the benefits of an LLM gateway in one sentence.", stream=stream)
+    return chat_body("Summarise the benefits of an LLM gateway in one sentence.", stream=stream, model=model)
 
 
 def large_prompt_text(size: int = LARGE_PROMPT_BYTES, seed: int = 7) -> str:
@@ -50,5 +52,5 @@ def large_prompt_text(size: int = LARGE_PROMPT_BYTES, seed: int = 7) -> str:
     return " ".join(parts)
 
 
-def large_body() -> bytes:
-    return chat_body(large_prompt_text())
+def large_body(model: str = MODEL) -> bytes:
+    return chat_body(large_prompt_text(), model=model)

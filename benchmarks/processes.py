@@ -238,9 +238,18 @@ class Gateway:
 
 
 async def start_gateway(
-    template: str, config: Path, workdir: Path, pinning: Pinning, *, label: str, host: str = "127.0.0.1"
+    template: str,
+    config: Path,
+    workdir: Path,
+    pinning: Pinning,
+    *,
+    label: str,
+    host: str = "127.0.0.1",
+    headers: Sequence[str] = (),
+    model: str = "bench-model",
 ) -> Gateway:
-    """Spawn the gateway and time spawn -> first 200 from /v1/chat/completions."""
+    """Spawn the gateway and time spawn -> first 200 from /v1/chat/completions (with `headers`,
+    asking for `model`)."""
     port = free_port(host)
     argv = [*pinning.prefix(GATEWAY_CORE), *gateway_argv(template, config=config, host=host, port=port)]
     # Its own working directory: relative paths (the ledger spool, ./tollgate.db) stay per run and
@@ -249,7 +258,7 @@ async def start_gateway(
     cwd.mkdir(exist_ok=True)
     proc = ManagedProcess(f"gateway-{label}", argv, workdir / f"gateway-{label}.log", child_env(), cwd=cwd)
     try:
-        answers = await wait_for_chat(host, port, proc, timeout_s=60)
+        answers = await wait_for_chat(host, port, proc, timeout_s=60, headers=headers, model=model)
     except BaseException:
         proc.stop()
         raise
@@ -257,12 +266,21 @@ async def start_gateway(
     return Gateway(proc, host, port, startup_s, answers)
 
 
-_PROBE_BODY = b'{"model":"bench-model","messages":[{"role":"user","content":"ping"}],"max_tokens":1}'
+_PROBE_BODY = '{"model":"%s","messages":[{"role":"user","content":"ping"}],"max_tokens":1}'
 
 
-async def wait_for_chat(host: str, port: int, proc: ManagedProcess, *, timeout_s: float) -> int:
+async def wait_for_chat(
+    host: str,
+    port: int,
+    proc: ManagedProcess,
+    *,
+    timeout_s: float,
+    headers: Sequence[str] = (),
+    model: str = "bench-model",
+) -> int:
     """Poll until a chat completion answers 200; returns how many HTTP answers it took."""
-    request = build_request(host, port, "/v1/chat/completions", _PROBE_BODY)
+    body = (_PROBE_BODY % model).encode()
+    request = build_request(host, port, "/v1/chat/completions", body, headers)
     deadline = time.monotonic() + timeout_s
     answers = 0
     last = "no answer"

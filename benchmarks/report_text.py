@@ -13,12 +13,12 @@ NOISY_SHARE = 0.10
 
 
 def _noise_notes(results: Results) -> list[str]:
-    windows = [("c=1 phase", results.c1_foreign)]
+    windows = [(f"c=1 phase [{r.shape}]", r.c1_foreign) for r in results.gateways if r.c1_foreign]
     if results.direct_throughput:
         # Direct runs only use core 1 (sandbox and load generator): noise on core 0 does not matter.
         shares = {k: v for k, v in results.direct_throughput.foreign.items() if k != "core0"}
         windows.append(("direct throughput", shares))
-    windows += [(f"throughput [{r.ledger}]", r.throughput.foreign) for r in results.gateways if r.throughput]
+    windows += [(f"throughput [{r.shape}]", r.throughput.foreign) for r in results.gateways if r.throughput]
     noisy = [
         f"{name} ({foreign_share(shares)})"
         for name, shares in windows
@@ -36,7 +36,7 @@ def _noise_notes(results: Results) -> list[str]:
 def _timeline_notes(results: Results) -> list[str]:
     """Per-second answers of each throughput run, flagged when the last second fell well behind."""
     runs = [("direct", results.direct_throughput)]
-    runs += [(f"via gateway [{run.ledger}]", run.throughput) for run in results.gateways]
+    runs += [(f"via gateway [{run.shape}]", run.throughput) for run in results.gateways]
     lines = []
     for name, tp in runs:
         timeline = tp.timeline() if tp else []
@@ -49,13 +49,25 @@ def _timeline_notes(results: Results) -> list[str]:
     return lines
 
 
-HEADERS = ("figure", "direct", "via gateway", "added", "per block: median [min, max]", "target", "result")
+HEADERS = (
+    "figure",
+    "direct",
+    "via gateway",
+    "added",
+    "per block: median [min, max]",
+    "target",
+    "result",
+    "embedded default",
+)
 
 
 def render(results: Results, rows: list[Row]) -> str:
-    table = [HEADERS, *((r.figure, r.direct, r.gateway, r.added, r.spread, r.target, r.result) for r in rows)]
+    table = [
+        HEADERS,
+        *((r.figure, r.direct, r.gateway, r.added, r.spread, r.target, r.result, r.second) for r in rows),
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
-    right = {1, 2, 3, 4}
+    right = {1, 2, 3, 4, 7}
 
     def fmt(line: tuple[str, ...]) -> str:
         cells = [
@@ -72,6 +84,7 @@ def render(results: Results, rows: list[Row]) -> str:
         f"pinning: {env.get('pinning', '?')}",
         f"gateway: {env.get('gateway_cmd', '?')}",
         "settings: " + ", ".join(f"{k}={v}" for k, v in results.settings.items()),
+        *(f"{'columns' if i == 0 else 'last column'}: {shape}" for i, shape in enumerate(_shapes(results))),
         "",
         fmt(HEADERS),
         rule,
@@ -88,6 +101,17 @@ def render(results: Results, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def _shapes(results: Results) -> list[str]:
+    described = {
+        "production": "direct / via gateway / added: the production shape (team virtual key, daily "
+        "budget and rpm limit, budgets and limits in Redis, ledger on PostgreSQL, model `auto` "
+        "through the router) beside the same run's direct-to-sandbox requests",
+        "embedded": "embedded default (SQLite ledger, open mode, in-memory state, a named model): "
+        "its added figure, or its value where there is none",
+    }
+    return [described.get(r.shape, r.shape) for r in results.gateways]
+
+
 def to_json(results: Results, rows: list[Row]) -> dict[str, Any]:
     return {
         "environment": results.environment,
@@ -96,9 +120,16 @@ def to_json(results: Results, rows: list[Row]) -> dict[str, Any]:
         "rows": [
             {
                 "figure": r.figure,
-                "cells": {"direct": r.direct, "via_gateway": r.gateway, "added": r.added, "target": r.target},
+                "cells": {
+                    "direct": r.direct,
+                    "via_gateway": r.gateway,
+                    "added": r.added,
+                    "target": r.target,
+                    "embedded_default": r.second,
+                },
                 "result": r.result or "info",
                 "data": r.values,
+                "embedded_default": r.second_values,
             }
             for r in rows
         ],

@@ -59,7 +59,10 @@ async def latency_pair(
     stream: bool = False,
 ) -> Pair:
     """`count` sequential requests to each side on one keep-alive connection each, interleaved."""
-    workers = [Worker(t, build_request(t.host, t.port, PATH, body), stream=stream) for t in (direct, gateway)]
+    workers = [
+        Worker(t, build_request(t.host, t.port, PATH, body, t.headers), stream=stream)
+        for t in (direct, gateway)
+    ]
     tallies = [Tally(), Tally()]
     bounds: list[tuple[int, int, int, int]] = []
     try:
@@ -129,7 +132,7 @@ async def throughput(
 ) -> Throughput:
     """`concurrency` connections sending back to back for `duration_s` after a warm-up on the same
     connections; `watch` maps a name to a pid whose CPU time is sampled around the measured window."""
-    request = build_request(target.host, target.port, PATH, body)
+    request = build_request(target.host, target.port, PATH, body, target.headers)
     workers = [Worker(target, request, stream=False) for _ in range(concurrency)]
     watch = watch or {}
     try:
@@ -163,7 +166,9 @@ async def prompt_tokens(target: Target, body: bytes) -> int | None:
     """What the upstream counted for a body (the large-prompt row states its real size)."""
     conn = await Connection.open(target.host, target.port)
     try:
-        response = await asyncio.wait_for(conn.send(build_request(target.host, target.port, PATH, body)), 30)
+        response = await asyncio.wait_for(
+            conn.send(build_request(target.host, target.port, PATH, body, target.headers)), 30
+        )
     finally:
         conn.close()
     target.sent += 1

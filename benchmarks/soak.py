@@ -43,6 +43,8 @@ from benchmarks.processes import (
     start_sandbox,
     wait_for_chat,
 )
+from benchmarks.report import RESULTS_DIR
+from benchmarks.shapes import git_head
 
 HOST = "127.0.0.1"
 PATH = "/v1/chat/completions"
@@ -244,6 +246,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--gateway-cmd", default="{tollgate} serve --config {config} --host {host} --port {port}"
     )
+    parser.add_argument("--json", type=Path, default=RESULTS_DIR / "soak.json", help="where to save it")
     return parser.parse_args(argv)
 
 
@@ -318,7 +321,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     print(render(soak, rows, probes))
+    save(soak, args.json)
     return 0
+
+
+def save(soak: Soak, path: Path) -> None:
+    """The figures `make bench` shows in its RSS-flat row (this run takes minutes)."""
+    by_count = {n: rss for n, rss, _ in soak.marks}
+    half, end = soak.total // 2, soak.total
+    mid = min((n for n in by_count if n >= half), default=None)  # half-way, or the next mark after it
+    growth = (by_count[end] - by_count[mid]) / 2**20 if mid is not None and end in by_count else None
+    saved = {
+        "git": git_head(),
+        "requests": soak.total,
+        "final_mb": by_count[end] / 2**20 if end in by_count else None,
+        "growth_mb": growth,
+        "marks": [{"requests": n, "rss_mb": rss / 2**20} for n, rss, _ in soak.marks],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(saved, indent=2))
 
 
 if __name__ == "__main__":

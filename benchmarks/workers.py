@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import sys
 import tempfile
@@ -32,7 +31,6 @@ import uvloop
 from benchmarks import payloads
 from benchmarks.ledgers import (
     DEFAULT_POSTGRES_ADMIN_URL,
-    Ledger,
     postgres_ledger,
     postgres_reachable,
     sqlite_ledger,
@@ -52,53 +50,21 @@ from benchmarks.processes import (
 )
 from benchmarks.report import RESULTS_DIR, foreign_share
 from benchmarks.scenarios import Throughput, settle, throughput
+from benchmarks.shapes import (
+    DEFAULT_REDIS_URL,
+    PRODUCTION,
+    auth_headers,
+    create_key,
+    drop_redis_prefix,
+    gateway_config,
+    git_head,
+    redis_prefix,
+    redis_reachable,
+    write_config,
+)
 
 HOST = "127.0.0.1"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 SERVE = "{tollgate} serve --config {config} --host {host} --port {port}"
-
-
-def gateway_config(
-    upstream_port: int, ledger: Ledger, *, redis_url: str | None, prefix: str
-) -> dict[str, Any]:
-    """One model in front of the sandbox; state in Redis when given (else in memory)."""
-    config: dict[str, Any] = {
-        "database": {"url": ledger.url, "auto_migrate": True},
-        "providers": {"up": {"type": "openai", "base_url": f"http://{HOST}:{upstream_port}/v1"}},
-        "models": {
-            payloads.MODEL: {"provider": "up", "price": {"input_per_mtok": "3", "output_per_mtok": "15"}}
-        },
-    }
-    if redis_url:
-        config["state"] = {"backend": "redis", "redis_url": redis_url, "prefix": prefix}
-    return config
-
-
-def redis_reachable(url: str) -> str | None:
-    """None when Redis answers, else why not."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        client.close()
-    return None
-
-
-def drop_redis_prefix(url: str, prefix: str) -> None:
-    """The run's keys go with it, whatever TTLs they had."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        keys = list(client.scan_iter(match=prefix + "*", count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
 
 @dataclass
@@ -189,7 +155,7 @@ async def run(args: argparse.Namespace) -> tuple[list[WorkersRun], list[str]]:
     if why_not:
         notes.append(f"Redis not reachable ({why_not}): in-memory state, --allow-per-process-state")
         redis_url = None
-    prefix = f"tollgate-bench-{secrets.token_hex(4)}:"
+    prefix = redis_prefix()
     workdir = Path(tempfile.mkdtemp(prefix="tollgate-bench-workers-"))
     runs: list[WorkersRun] = []
     async with contextlib.AsyncExitStack() as stack:
@@ -204,24 +170,42 @@ async def run(args: argparse.Namespace) -> tuple[list[WorkersRun], list[str]]:
             own.mkdir()
             ledger = await postgres_ledger(args.postgres_url) if use_postgres else sqlite_ledger(own)
             stack.push_async_callback(ledger.drop)
-            config = workdir / f"tollgate-{workers}.yaml"
-            config.write_text(json.dumps(gateway_config(port, ledger, redis_url=redis_url, prefix=prefix)))
+            upstream = f"http://{HOST}:{port}/v1"
+            config = write_config(
+                workdir / f"tollgate-{workers}.yaml",
+                gateway_config(PRODUCTION, ledger, upstream, redis_url=redis_url, prefix=prefix),
+            )
+            headers = auth_headers(await asyncio.to_thread(create_key, config, own))
             prefix_argv, where = placement(workers, pinning)
             template = " ".join([*prefix_argv, SERVE, f"--workers {workers}"])
             if redis_url is None and workers > 1:
                 template += " --allow-per-process-state"
             say(f"--workers {workers}: starting ({where}; ledger on {ledger.label})")
             unpinned = Pinning(False, "placed by the template")
-            gw = await start_gateway(template, config, workdir, unpinned, label=f"w{workers}", host=HOST)
+            gw = await start_gateway(
+                template,
+                config,
+                workdir,
+                unpinned,
+                label=f"w{workers}",
+                host=HOST,
+                headers=headers,
+                model=PRODUCTION.model,
+            )
             stack.callback(gw.process.stop)
             await wait_for_workers(gw.process, workers)
             target = Target(
-                f"workers={workers}", HOST, gw.port, sent=gw.probe_answers, answered=gw.probe_answers
+                f"workers={workers}",
+                HOST,
+                gw.port,
+                sent=gw.probe_answers,
+                answered=gw.probe_answers,
+                headers=headers,
             )
             say(f"--workers {workers}: c={args.concurrency} for {args.duration:g} s")
             result = await throughput(
                 target,
-                payloads.small_body(),
+                payloads.small_body(model=PRODUCTION.model),
                 concurrency=args.concurrency,
                 duration_s=args.duration,
                 warmup_s=args.warmup,
@@ -285,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(render(runs, notes))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"runs": [r.as_dict() for r in runs], "notes": notes}, indent=2))
+    saved = {"git": git_head(), "runs": [r.as_dict() for r in runs], "notes": notes}
+    args.json.write_text(json.dumps(saved, indent=2))
     return 0
 
 
