@@ -199,3 +199,25 @@ def test_bad_input_is_a_400_naming_the_parameter(
     assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]
     row = gateway.ledger_row(response.headers["x-request-id"])
     assert (row["endpoint"], row["status"], row["cost_nano"]) == ("responses", 400, 0)
+
+
+def test_an_upstream_that_breaks_mid_stream_ends_in_response_failed(
+    client: openai.OpenAI, gateway: GatewayServer, openai_upstream: SandboxServer
+) -> None:
+    httpx.post(
+        openai_upstream.base_url + "/_sandbox/faults", json=[{"kind": "drop_after", "chunks": 2}]
+    ).raise_for_status()
+    with client.responses.with_streaming_response.create(
+        model="gpt-4o-mini", input="Tell me a long story.", stream=True
+    ) as raw:
+        request_id = raw.headers["x-request-id"]
+        frames = [line for line in raw.iter_lines() if line.startswith("data: ")]
+    events = [EVENTS.validate_python(json.loads(line[6:])) for line in frames]
+    assert [event.type for event in events[-2:]] == ["response.failed", "error"]
+    failed = events[-2]
+    assert failed.type == "response.failed" and failed.response.status == "failed"
+    assert failed.response.error is not None and failed.response.error.code == "server_error"
+    row = gateway.ledger_row(request_id)
+    assert row["status"] == 502 and row["usage_estimated"] is True and row["cost_nano"] > 0
+    with pytest.raises(openai.NotFoundError):  # a failed response is not kept to continue from
+        client.responses.retrieve(failed.response.id)
