@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import re
+
 import orjson
 from sqlalchemy import Column, DateTime, Index, String, Table, Text, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -31,6 +33,11 @@ stored_responses = Table(
     Column("context", Text, nullable=False),  # the conversation as chat messages, JSON array
     Index("ix_stored_responses_created_at", "created_at"),
 )
+
+
+# What the gateway's ids look like (`resp_` and hex); anything else is no stored response, and never
+# reaches the database (PostgreSQL refuses a NUL in a query's text with an error, not an empty answer).
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,8 @@ async def put(
 async def get(
     engine: AsyncEngine, response_id: str, *, team: str | None, retention_days: int | None
 ) -> StoredResponse | None:
+    if not _ID.fullmatch(response_id):
+        return None
     columns = (stored_responses.c.response, stored_responses.c.input_items, stored_responses.c.context)
     async with engine.connect() as conn:
         result = await conn.execute(
@@ -88,6 +97,8 @@ async def get(
 async def remove(
     engine: AsyncEngine, response_id: str, *, team: str | None, retention_days: int | None
 ) -> bool:
+    if not _ID.fullmatch(response_id):
+        return False
     async with engine.begin() as conn:
         result = await conn.execute(
             delete(stored_responses).where(_owned(response_id, team, retention_days=retention_days))

@@ -70,7 +70,11 @@ def gateway(sqlite_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                         "upstream_model": "claude-sonnet-4-6",
                         "price": PRICES["claude"],
                     },
-                    "gemini": {"provider": "gemini", "upstream_model": "gemini-2.5-flash", "price": PRICES["gemini"]},
+                    "gemini": {
+                        "provider": "gemini",
+                        "upstream_model": "gemini-2.5-flash",
+                        "price": PRICES["gemini"],
+                    },
                     "llama": {
                         "provider": "local",
                         "upstream_model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -161,5 +165,7 @@ def test_a_streamed_agent_loop_chained_by_previous_response_id(
     assert second.usage is not None and first.usage is not None
     assert second.usage.input_tokens > first.usage.input_tokens
 
-    spent = _priced_exactly(gateway, first_id, first, model) + _priced_exactly(gateway, second_id, second, model)
+    spent = _priced_exactly(gateway, first_id, first, model) + _priced_exactly(
+        gateway, second_id, second, model
+    )
     assert spent > 0

@@ -30,7 +30,9 @@ WEATHER: Any = {
 
 
 @pytest.fixture(scope="module")
-def gateway(sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer) -> Iterator[GatewayServer]:
+def gateway(
+    sqlite_url: str, openai_upstream: SandboxServer, vllm_upstream: SandboxServer
+) -> Iterator[GatewayServer]:
     config = gateway_config(
         sqlite_url, openai_upstream.base_url, vllm_upstream.base_url, auth={"admin_key": ADMIN_KEY}
     )
@@ -72,7 +74,9 @@ def _exact_cost(prompt: int, completion: int) -> int:
     return (prompt * 3_000_000_000 + completion * 15_000_000_000 + 500_000) // 10**6
 
 
-def test_create_answers_a_response_object_billed_like_chat(client: openai.OpenAI, gateway: GatewayServer) -> None:
+def test_create_answers_a_response_object_billed_like_chat(
+    client: openai.OpenAI, gateway: GatewayServer
+) -> None:
     raw = client.responses.with_raw_response.create(
         model="gpt-4o-mini", input="Name three prime numbers.", instructions="Be terse.", metadata={"k": "v"}
     )
@@ -119,7 +123,9 @@ def test_stream_events_are_the_sdks_types_in_order(client: openai.OpenAI, gatewa
     row = gateway.ledger_row(request_id)
     assert (row["endpoint"], row["stream"], row["usage_estimated"]) == ("responses", True, False)
     assert row["completion_tokens"] == final.response.usage.output_tokens
-    assert row["cost_nano"] == _exact_cost(final.response.usage.input_tokens, final.response.usage.output_tokens)
+    assert row["cost_nano"] == _exact_cost(
+        final.response.usage.input_tokens, final.response.usage.output_tokens
+    )
 
 
 def test_an_agent_loop_chained_by_previous_response_id(client: openai.OpenAI, gateway: GatewayServer) -> None:
@@ -142,7 +148,12 @@ def test_an_agent_loop_chained_by_previous_response_id(client: openai.OpenAI, ga
         second = stream.get_final_response()
     assert text and second.output_text == text and second.previous_response_id == first.id
     kept = client.responses.retrieve(second.id)
-    assert (kept.id, kept.output_text, kept.usage, kept.status) == (second.id, text, second.usage, "completed")
+    assert (kept.id, kept.output_text, kept.usage, kept.status) == (
+        second.id,
+        text,
+        second.usage,
+        "completed",
+    )
     items = client.responses.input_items.list(second.id)
     ResponseItemList.model_validate(items.model_dump())
     assert [item.type for item in items.data] == ["function_call_output"]
@@ -177,7 +188,10 @@ def test_store_false_keeps_nothing(client: openai.OpenAI) -> None:
     [
         ({"input": [{"type": "mystery"}]}, "input[0].type"),
         ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type"),
-        ({"input": [{"type": "function_call_output", "call_id": "call_none", "output": "x"}]}, "input[0].call_id"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "call_none", "output": "x"}]},
+            "input[0].call_id",
+        ),
         ({"input": "hi", "max_output_tokens": 4}, "max_output_tokens"),
         ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"input": "hi", "text": {"format": {"type": "yaml"}}}, "text.format.type"),
@@ -221,3 +235,37 @@ def test_an_upstream_that_breaks_mid_stream_ends_in_response_failed(
     assert row["status"] == 502 and row["usage_estimated"] is True and row["cost_nano"] > 0
     with pytest.raises(openai.NotFoundError):  # a failed response is not kept to continue from
         client.responses.retrieve(failed.response.id)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cache_hit_is_a_new_stored_response_at_no_cost(
+    client: openai.OpenAI, gateway: GatewayServer, stream: bool
+) -> None:
+    ask: dict[str, Any] = {"model": "gpt-4o-mini", "input": f"Cache me ({stream}).", "temperature": 0}
+    first = client.responses.create(**ask)
+    if stream:
+        with client.responses.with_streaming_response.create(**ask, stream=True) as raw:
+            cache, request_id = raw.headers["x-tollgate-cache"], raw.headers["x-request-id"]
+            lines = [line for line in raw.iter_lines() if line.startswith("data: ")]
+        done = EVENTS.validate_python(json.loads(lines[-1][6:]))
+        assert done.type == "response.completed"
+        second = done.response
+    else:
+        raw_answer = client.responses.with_raw_response.create(**ask)
+        cache, request_id = raw_answer.headers["x-tollgate-cache"], raw_answer.headers["x-request-id"]
+        second = raw_answer.parse()
+    assert cache == "hit" and second.id != first.id and second.output_text == first.output_text
+    assert client.responses.retrieve(second.id).output_text == first.output_text
+    row = gateway.ledger_row(request_id)
+    assert (row["endpoint"], row["cache_status"], row["cost_nano"]) == ("responses", "hit", 0)
+
+
+def test_an_idempotent_repeat_replays_the_same_response(
+    client: openai.OpenAI, gateway: GatewayServer
+) -> None:
+    key = {"Idempotency-Key": "responses-once-1"}
+    first = client.responses.with_raw_response.create(model="gpt-4o-mini", input="Once.", extra_headers=key)
+    again = client.responses.with_raw_response.create(model="gpt-4o-mini", input="Once.", extra_headers=key)
+    assert again.headers["x-tollgate-idempotent-replay"] == "true"
+    assert again.parse().id == first.parse().id
+    assert gateway.ledger_row(again.headers["x-request-id"])["cost_nano"] == 0
