@@ -1,8 +1,9 @@
 """The fast-lane POST routes in the OpenAPI document. They are plain Starlette routes (no pydantic
 models, `gateway.http.hot_path`), so FastAPI leaves them out; without them a schemathesis run over
 `/openapi.json` never sends a chat completion. Bodies are described as the parsers check them
-(`chat_request`, `dialects`, `embedding_request`, `providers.responses`): the required fields and the shapes refused at
-ingress, the rest left open (`additionalProperties`), as OpenAI and Anthropic accept more."""
+(`chat_request`, `dialects`, `embedding_request`, `providers.responses`): the required fields and
+the shapes refused at ingress, the rest left open (`additionalProperties`), as OpenAI and
+Anthropic accept more."""
 
 from __future__ import annotations
 
