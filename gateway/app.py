@@ -26,7 +26,7 @@ from gateway.http.security_headers import CorsTollgateApp, SecurityHeadersMiddle
 from gateway.observability.redaction import install_access_log_filter
 from gateway.policy import auth_mode
 from gateway.policy.key_store import KeyStoreUnavailable
-from gateway.routes import admin, chat, count_tokens, docs, embeddings, meta, spend
+from gateway.routes import admin, chat, count_tokens, docs, embeddings, meta, responses, spend
 from gateway.routes import requests as spend_requests  # issue 25: the request explorer
 from gateway.routes.openapi_bodies import with_hot_routes
 from gateway.runtime import Runtime
@@ -102,12 +102,14 @@ def create_app(
     app.add_hot_route("/v1/embeddings", embeddings.embeddings)
     app.add_hot_route("/v1/completions", chat.completions)  # [api-2]
     app.add_hot_route("/v1/messages/count_tokens", count_tokens.count_message_tokens)  # [api-2]
+    app.add_hot_route("/v1/responses", responses.create)  # issue 27: the Responses API
     # [reliability-2] the fast-lane routes in /openapi.json, for clients and the schemathesis run.
     app.openapi = with_hot_routes(app.openapi)  # type: ignore[method-assign]
     app.include_router(meta.router)
     app.include_router(spend.router)
     app.include_router(spend_requests.router)  # issue 25: the request explorer
     app.include_router(admin.router)
+    app.include_router(responses.router)  # issue 27: stored responses
     app.include_router(dashboard.router)
     app.include_router(docs.router)
     app.add_exception_handler(GatewayError, _gateway_error)

@@ -16,6 +16,7 @@ from gateway.accounting.partitions import (
     partition_name,
 )
 from gateway.accounting.schema import request_bodies, requests
+from gateway.accounting.stored_responses import stored_responses
 
 __all__ = ["apply_retention", "ensure_partitions", "partition_name"]  # the partition helpers' old home
 
@@ -23,10 +24,11 @@ _DELETE_BATCH = 5000
 
 
 async def apply_retention(engine: AsyncEngine, *, retention_days: int, now: datetime | None = None) -> int:
-    """Remove request rows (and stored bodies) older than the retention; returns the rows deleted
-    plus the daily partitions dropped."""
+    """Remove request rows (and stored bodies and responses) older than the retention; returns the
+    rows deleted plus the daily partitions dropped."""
     cutoff = (now or datetime.now(UTC)) - timedelta(days=retention_days)
     removed = await _delete_in_batches(engine, request_bodies, cutoff)
+    removed += await _delete_in_batches(engine, stored_responses, cutoff)  # `store: true` responses
     async with engine.connect() as conn:
         partitioned = await is_partitioned(conn)
     if partitioned:

@@ -151,6 +151,6 @@ request_bodies = Table(
     Column("truncated", Boolean, nullable=False),
 )
 
-# Registers virtual_keys and price_catalogs on this metadata (after `metadata` exists, so the import
-# is not circular).
-from gateway.accounting import catalogs, keys_schema  # noqa: E402, F401
+# Registers virtual_keys, price_catalogs and stored_responses on this metadata (after `metadata`
+# exists, so the import is not circular).
+from gateway.accounting import catalogs, keys_schema, stored_responses  # noqa: E402, F401

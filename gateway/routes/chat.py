@@ -41,6 +41,7 @@ from gateway.routes.dialects import (
 )
 from gateway.routes.ingress import sign_in
 from gateway.routes.outcome import ROUTE_HEADER, request_deadline, response_headers
+from gateway.routes.responses_dialect import ResponsesDialect
 from gateway.routes.rewrite import parameter_flags, rewrite_for_upstream
 from gateway.routes.settlement import HeldKey, Settlement
 from gateway.routing.escalation import complete_checked
@@ -103,7 +104,10 @@ async def _answer(request: Request, dialect: Dialect, settlement: Settlement) ->
     runtime, gate, record, trace = settlement.runtime, settlement.gate, settlement.record, settlement.trace
     inbound = await sign_in(request, runtime, record)
     headers, principal, raw = inbound.headers, inbound.principal, inbound.raw
-    chat = dialect.parse(raw)
+    if isinstance(dialect, ResponsesDialect):  # a response may continue a stored one (its team's)
+        chat = await dialect.parse_stored(raw, team=principal.team)
+    else:
+        chat = dialect.parse(raw)
     facts = chat.facts
     record.requested_model, record.stream, record.user = facts.model, facts.stream, facts.user
     runtime.tracing.describe(record, max_tokens=facts.max_output, temperature=facts.temperature)

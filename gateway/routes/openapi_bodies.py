@@ -1,8 +1,9 @@
 """The fast-lane POST routes in the OpenAPI document. They are plain Starlette routes (no pydantic
 models, `gateway.http.hot_path`), so FastAPI leaves them out; without them a schemathesis run over
 `/openapi.json` never sends a chat completion. Bodies are described as the parsers check them
-(`chat_request`, `dialects`, `embedding_request`): the required fields and the shapes refused at
-ingress, the rest left open (`additionalProperties`), as OpenAI and Anthropic accept more."""
+(`chat_request`, `dialects`, `embedding_request`, `providers.responses`): the required fields and
+the shapes refused at ingress, the rest left open (`additionalProperties`), as OpenAI and
+Anthropic accept more."""
 
 from __future__ import annotations
 
@@ -122,12 +123,59 @@ _COUNT_TOKENS: JSON = {
         "system": {"type": "string"},
     },
 }
+_RESPONSES: JSON = {
+    "type": "object",
+    "required": ["model", "input"],
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "input": {
+            "oneOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["role", "content"],
+                        "properties": {
+                            "type": {"enum": ["message"]},
+                            "role": {"enum": ["system", "developer", "user", "assistant"]},
+                            "content": {"type": "string"},
+                        },
+                    },
+                },
+            ]
+        },
+        "instructions": {"type": "string"},
+        "previous_response_id": {"type": "string"},
+        "stream": {"type": "boolean"},
+        "store": {"type": "boolean"},
+        "max_output_tokens": {"type": "integer", "minimum": 16},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "tools": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["type", "name"],
+                "properties": {
+                    "type": {"enum": ["function"]},
+                    "name": {"type": "string", "minLength": 1},
+                    "parameters": {"type": "object"},
+                },
+            },
+        },
+        "tool_choice": {"enum": ["auto", "none", "required"]},
+        "metadata": {"type": "object", "maxProperties": 16, "additionalProperties": {"type": "string"}},
+    },
+}
 BODIES: dict[str, tuple[str, JSON]] = {
     "/v1/chat/completions": ("Create a chat completion (OpenAI's API)", _CHAT),
     "/v1/messages": ("Create a message (Anthropic's Messages API)", _MESSAGES),
     "/v1/embeddings": ("Create embeddings (OpenAI's API)", _EMBEDDINGS),
     "/v1/completions": ("Create a completion (OpenAI's legacy text completions)", _COMPLETIONS),
     "/v1/messages/count_tokens": ("Count message tokens (Anthropic's Messages API)", _COUNT_TOKENS),
+    "/v1/responses": ("Create a response (OpenAI's Responses API)", _RESPONSES),
 }
 
 
