@@ -64,8 +64,9 @@ class OpenAIBatches:
     # --- files ---
 
     def _store_file(self, content: bytes, *, filename: str, purpose: str) -> dict[str, Any]:
-        file = {
-            "id": "file-" + os.urandom(12).hex(),
+        file_id = "file-" + os.urandom(12).hex()
+        file: dict[str, Any] = {
+            "id": file_id,
             "object": "file",
             "bytes": len(content),
             "created_at": int(time.time()),
@@ -75,8 +76,8 @@ class OpenAIBatches:
             "expires_at": None,
             "status_details": None,
         }
-        self.files[file["id"]] = file
-        self.contents[file["id"]] = content
+        self.files[file_id] = file
+        self.contents[file_id] = content
         return file
 
     async def upload(self, ex: Exchange) -> None:
@@ -280,10 +281,12 @@ def _multipart(ex: Exchange) -> tuple[dict[str, str], bytes | None, str | None]:
         b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + ex.body
     )
     fields: dict[str, str] = {}
-    content = filename = None
-    for part in message.iter_parts():  # type: ignore[attr-defined]
+    content: bytes | None = None
+    filename: str | None = None
+    for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        data = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
         if name == "file":
             content, filename = data, part.get_filename()
         elif isinstance(name, str):
