@@ -1,3 +1,3 @@
-"""The Batch API: OpenAI's `/v1/files` + `/v1/batches` and Anthropic's `/v1/messages/batches`, run on
-the provider's own batch API or, for a self-hosted model, by the gateway in its fleet's idle capacity;
-each item settled into the ledger at the batch price and against the team's budget."""
+"""The Batch API (issue 23, part 1). So far only its tables (`schema`); the routes, the runner that
+submits to the providers' batch APIs or runs self-hosted items in the fleet's idle capacity, and the
+settlement into the ledger and budgets are still to come."""
