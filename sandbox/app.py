@@ -8,6 +8,7 @@ import logging
 
 import orjson
 
+from sandbox.anthropic.batches import AnthropicBatches
 from sandbox.anthropic.dialect import AnthropicDialect
 from sandbox.config import SandboxConfig
 from sandbox.control import Control, RequestLog
@@ -20,6 +21,7 @@ from sandbox.core.stats import EngineStats
 from sandbox.core.textgen import TextGenerator
 from sandbox.faults import FaultBook, FaultRule, parse_header
 from sandbox.gemini.dialect import GeminiDialect
+from sandbox.openai.batches import OpenAIBatches
 from sandbox.openai.dialect import OpenAIDialect
 from sandbox.vllm.ops import VllmOps
 
@@ -70,9 +72,20 @@ class SandboxApp:
         )
         self.log = RequestLog(config.request_log_size)
         self.dialect = _dialect(config, self.engine)
-        self.control = Control(self.log, self.faults, self.cache, on_reset=[self.dialect.reset])
+        # The managed APIs' batch endpoints (vLLM and Gemini have none here).
+        self.batches = (
+            OpenAIBatches(config, self)
+            if config.dialect == "openai"
+            else AnthropicBatches(config, self)
+            if config.dialect == "anthropic"
+            else None
+        )
+        resets = [self.dialect.reset, *([self.batches.reset] if self.batches is not None else [])]
+        self.control = Control(self.log, self.faults, self.cache, on_reset=resets)
         self.vllm_ops = VllmOps(self.stats, self.cache) if self.vllm else None
         self.routes: dict[tuple[str, str], Handler] = dict(self.dialect.routes())
+        if self.batches is not None:
+            self.routes.update(self.batches.routes())
         if self.vllm_ops is not None:
             self.routes.update(self.vllm_ops.routes())
         self.control_routes = self.control.routes()
@@ -113,7 +126,11 @@ class SandboxApp:
             await ex.respond(error.status, body, headers=headers)
 
     async def _serve(self, ex: Exchange) -> None:
-        handler = self.routes.get((ex.method, ex.path)) or self.dialect.resolve(ex.method, ex.path)
+        handler = (
+            self.routes.get((ex.method, ex.path))
+            or (self.batches.resolve(ex.method, ex.path) if self.batches is not None else None)
+            or self.dialect.resolve(ex.method, ex.path)
+        )
         if handler is None:
             known = any(path == ex.path for _, path in self.routes)
             await self.dialect.not_found(ex, known=known)
@@ -121,7 +138,8 @@ class SandboxApp:
         self.dialect.authenticate(ex)
         payload: object = None
         malformed = False
-        if ex.body:
+        multipart = (ex.header(b"content-type") or "").startswith("multipart/")
+        if ex.body and not multipart:
             try:
                 payload = orjson.loads(ex.body)
             except orjson.JSONDecodeError:

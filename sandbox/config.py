@@ -43,6 +43,10 @@ class SandboxConfig:
     embedding_dims: int = 256
     request_log_size: int = 1000
     cache_min_tokens: int | None = None
+    # The batch APIs' clock: how long a batch validates before it runs, and its completion window
+    # (24 hours on the real APIs); a batch still running when the window closes expires.
+    batch_delay_seconds: float = 0.5
+    batch_window_seconds: float = 86_400.0
 
     def __post_init__(self) -> None:
         if self.dialect not in DIALECTS:
@@ -55,6 +59,8 @@ class SandboxConfig:
             raise ValueError("cache_blocks, embedding_dims and request_log_size must be positive")
         if self.cache_min_tokens is not None and self.cache_min_tokens < 0:
             raise ValueError("cache_min_tokens must not be negative")
+        if self.batch_delay_seconds < 0 or self.batch_window_seconds <= 0:
+            raise ValueError("batch_delay_seconds must not be negative and batch_window_seconds positive")
         object.__setattr__(self, "models", tuple(self.models))
 
     @property

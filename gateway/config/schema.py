@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from gateway.config.base import Strict
+from gateway.config.batches import BatchConfig
 from gateway.config.context import ContextConfig
 from gateway.config.providers import ProviderConfig, UpstreamConfig
 from gateway.config.routes import RouteConfig
@@ -90,6 +91,8 @@ class PricingConfig(Strict):
     overrides: dict[str, PriceConfig] = Field(default_factory=dict)
     # The model teams would call without Tollgate: each row's `baseline_cost` is priced on it.
     baseline_model: str | None = None
+    # A Batch API item's price where the table has no `*_batches` rates: the standard one times this.
+    batch_discount: Decimal = Field(default=Decimal("0.5"), gt=0, le=1)
 
 
 class DeploymentConfig(Strict):
@@ -395,6 +398,7 @@ class Config(Strict):
     routing: RoutingConfig = RoutingConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     upstream: UpstreamConfig = UpstreamConfig()
+    batches: BatchConfig = BatchConfig()
     teams: dict[str, TeamConfig] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]

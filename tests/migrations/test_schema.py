@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from gateway.accounting.database import create_engine, run_migrations
 from gateway.accounting.schema import metadata
+import gateway.batches.schema  # noqa: F401 - the Batch API tables join the metadata
 from migrations.env_filters import include_name
 
 
