@@ -1,7 +1,7 @@
 """The Batch API: uploaded files, batches and their items (gateway/batches/schema.py).
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-07
 """
 

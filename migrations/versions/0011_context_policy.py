@@ -2,7 +2,7 @@
 the answering model's input price, per row and in the daily rollup.
 
 Revision ID: 0011
-Revises: 0008
+Revises: 0010
 Create Date: 2026-12-07
 """
 
