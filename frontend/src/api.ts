@@ -97,7 +97,14 @@ export interface Summary {
   since: string;
   until: string;
   totals: SpendTotals;
-  savings: { routing_nano: number | null; caching_nano: number; caching_tracked: boolean };
+  savings: {
+    routing_nano: number | null;
+    caching_nano: number;
+    caching_tracked: boolean;
+    context_nano: number;
+    context_tokens: number;
+    context_tracked: boolean;
+  };
   rates: {
     requests: number;
     fallbacks: number;

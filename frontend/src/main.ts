@@ -130,6 +130,13 @@ function showTiles(summary: Summary): void {
   } else {
     tile("kpi-saved-caching", "n/a", null);
   }
+  if (summary.savings.context_tracked) {
+    const context = summary.savings.context_nano;
+    tile("kpi-saved-context", formatUsd(context), context);
+    hint("kpi-saved-context-hint", `${formatCount(summary.savings.context_tokens)} input tokens left out`);
+  } else {
+    tile("kpi-saved-context", "n/a", null);
+  }
   tile("kpi-requests", formatCount(t.requests), t.requests);
   hint("kpi-requests-hint", plural(t.errors, "error"));
   tile("kpi-tokens", formatCount(t.prompt_tokens + t.completion_tokens), t.prompt_tokens + t.completion_tokens);
