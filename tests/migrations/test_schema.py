@@ -12,9 +12,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
+import gateway.batches.schema  # noqa: F401 - the Batch API tables join the metadata
 from gateway.accounting.database import create_engine, run_migrations
 from gateway.accounting.schema import metadata
-import gateway.batches.schema  # noqa: F401 - the Batch API tables join the metadata
 from migrations.env_filters import include_name
 
 
