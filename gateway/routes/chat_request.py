@@ -10,56 +10,39 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.routes.body import json_object
+from gateway.routes.body_fields import FieldRules, check_fields, required_model, stream_flags
 from providers.types import ChatRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
-_NUMBER_RANGES: dict[str, tuple[float, float]] = {
-    "temperature": (0.0, 2.0),
-    "top_p": (0.0, 1.0),
-    "presence_penalty": (-2.0, 2.0),
-    "frequency_penalty": (-2.0, 2.0),
-}
-_INT_RANGES: dict[str, tuple[int, int]] = {
-    "n": (1, 128),
-    "max_tokens": (1, 2**31 - 1),
-    "max_completion_tokens": (1, 2**31 - 1),
-    "top_logprobs": (0, 20),
-    "seed": (-(2**63), 2**63 - 1),
-}
-_BOOLS = ("stream", "logprobs", "parallel_tool_calls", "store")
-_OBJECTS = ("response_format", "metadata", "logit_bias")
+_RULES = FieldRules(
+    numbers={
+        "temperature": (0.0, 2.0),
+        "top_p": (0.0, 1.0),
+        "presence_penalty": (-2.0, 2.0),
+        "frequency_penalty": (-2.0, 2.0),
+    },
+    ints={
+        "n": (1, 128),
+        "max_tokens": (1, 2**31 - 1),
+        "max_completion_tokens": (1, 2**31 - 1),
+        "top_logprobs": (0, 20),
+        "seed": (-(2**63), 2**63 - 1),
+    },
+    bools=("stream", "logprobs", "parallel_tool_calls", "store"),
+    objects=("response_format", "metadata", "logit_bias"),
+    strings=("user",),
+)
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
     body = json_object(raw)
-    model = body.get("model")
-    if model is None:
-        raise InvalidRequest(
-            "you must provide a model parameter", param="model", code="missing_required_parameter"
-        )
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest("'model' must be a non-empty string", param="model", code="invalid_type")
+    model = required_model(body)
     _check_messages(body.get("messages"))
-    _check_scalars(body)
-    stream = body.get("stream") is True
-    options = body.get("stream_options")
-    if options is not None:
-        if not isinstance(options, dict):
-            raise InvalidRequest(
-                "'stream_options' must be an object", param="stream_options", code="invalid_type"
-            )
-        if not stream:
-            raise InvalidRequest(
-                "'stream_options' is only allowed when 'stream' is true", param="stream_options"
-            )
-        if "include_usage" in options and not isinstance(options["include_usage"], bool):
-            raise InvalidRequest(
-                "'stream_options.include_usage' must be a boolean",
-                param="stream_options.include_usage",
-                code="invalid_type",
-            )
-    include_usage = stream and isinstance(options, dict) and options.get("include_usage") is True
+    check_fields(body, _RULES)
+    _check_tools(body.get("tools"))
+    _check_response_format(body.get("response_format"))
+    stream, include_usage = stream_flags(body)
     return ChatRequest(body=body, raw=raw, model=model, stream=stream, include_usage=include_usage)
 
 
@@ -109,54 +92,6 @@ def _check_messages(messages: Any) -> None:
             )
 
 
-def _check_scalars(body: dict[str, Any]) -> None:
-    for name, (low, high) in _NUMBER_RANGES.items():
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidRequest(f"'{name}' must be a number", param=name, code="invalid_type")
-        if not low <= value <= high:
-            raise InvalidRequest(
-                f"'{name}' must be between {low:g} and {high:g}; got {value}",
-                param=name,
-                code="invalid_value",
-            )
-    for name, (ilow, ihigh) in _INT_RANGES.items():
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidRequest(f"'{name}' must be an integer", param=name, code="invalid_type")
-        if not ilow <= value <= ihigh:
-            raise InvalidRequest(
-                f"'{name}' must be between {ilow} and {ihigh}; got {value}",
-                param=name,
-                code="invalid_value",
-            )
-    for name in _BOOLS:
-        value = body.get(name)
-        if value is not None and not isinstance(value, bool):
-            raise InvalidRequest(f"'{name}' must be a boolean", param=name, code="invalid_type")
-    for name in _OBJECTS:
-        value = body.get(name)
-        if value is not None and not isinstance(value, dict):
-            raise InvalidRequest(f"'{name}' must be an object", param=name, code="invalid_type")
-    stop = body.get("stop")
-    if stop is not None and not isinstance(stop, str):
-        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 4:
-            raise InvalidRequest(
-                "'stop' must be a string or an array of up to 4 strings",
-                param="stop",
-                code="invalid_type",
-            )
-    _check_tools(body.get("tools"))
-    _check_response_format(body.get("response_format"))
-    user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise InvalidRequest("'user' must be a string", param="user", code="invalid_type")
-
-
 def _check_tools(tools: Any) -> None:
     """The shape OpenAI itself requires, so a malformed list is refused here rather than billed or
     refused upstream in the upstream's words."""
@@ -199,7 +134,7 @@ _RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 
 def _check_response_format(value: Any) -> None:
     if value is None:
-        return  # not an object at all: `_OBJECTS` said so already
+        return  # not an object at all: `_RULES.objects` said so already
     kind = value.get("type")
     if kind not in _RESPONSE_FORMATS:
         raise InvalidRequest(
