@@ -80,6 +80,7 @@ class Snapshot:
     database_down: bool = False
     spool_bytes: int = 0
     rejected_bytes: int = 0
+    journal_bytes: int = 0
 
 
 class BuildInfo(Collector):
@@ -153,9 +154,11 @@ class StateCollector(Collector):
         )
         spool = GaugeMetricFamily(
             "tollgate_ledger_spool_bytes",
-            "Bytes in the ledger spool: pending replay, or rejected by the database (needs a person).",
+            "Bytes in the ledger spool: the live journal (every row passes through it; at most a "
+            "segment or two), pending replay, or rejected by the database (needs a person).",
             labels=["state"],
         )
+        spool.add_metric(["journal"], snapshot.journal_bytes)
         spool.add_metric(["pending"], snapshot.spool_bytes)
         spool.add_metric(["rejected"], snapshot.rejected_bytes)
         yield spool
@@ -168,7 +171,7 @@ async def read_snapshot(source: MetricsSource, *, budgets: bool, within: float) 
     async with asyncio.timeout(within):
         circuits = await _circuits(source)
         uses = await _budgets(source) if budgets else []
-    spool, rejected = await asyncio.to_thread(_spool_bytes, ledger.spool_dir)
+    journal, spool, rejected = await asyncio.to_thread(_spool_bytes, ledger.spool_dir)
     return Snapshot(
         circuits=circuits,
         budgets=uses,
@@ -176,6 +179,7 @@ async def read_snapshot(source: MetricsSource, *, budgets: bool, within: float) 
         database_down=ledger.database_down,
         spool_bytes=spool,
         rejected_bytes=rejected,
+        journal_bytes=journal,
     )
 
 
@@ -216,18 +220,22 @@ def _version() -> str:
         return "unknown"
 
 
-def _spool_bytes(directory: Path) -> tuple[int, int]:
-    pending = rejected = 0
+def _spool_bytes(directory: Path) -> tuple[int, int, int]:
+    """Journal, pending and rejected bytes. A live journal segment is normal traffic on its way to
+    the database, not a backlog: only replay files (and rows the database refused) are alarms."""
+    journal = pending = rejected = 0
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
-        return 0, 0
+        return 0, 0, 0
     for entry in entries:
         if not entry.is_file():
             continue
         size = entry.stat().st_size
         if entry.name.endswith(".rejected"):
             rejected += size
+        elif entry.name.endswith(".journal"):
+            journal += size
         else:
             pending += size
-    return pending, rejected
+    return journal, pending, rejected

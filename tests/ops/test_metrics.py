@@ -120,7 +120,9 @@ def test_state_gauges_show_circuits_and_the_ledger(observed: GatewayServer) -> N
     assert total(text, "tollgate_ledger_queue_depth") == 0
     assert total(text, "tollgate_ledger_database_down") == 0
     assert total(text, "tollgate_ledger_written_rows_total") == runtime.ledger.written > 0
+    # Every row passes through the journal: a live segment is traffic, not a backlog to alarm on.
     assert total(text, "tollgate_ledger_spool_bytes", state="pending") == 0
+    assert total(text, "tollgate_ledger_spool_bytes", state="journal") > 0
 
 
 # --- observe, on records built by hand ---------------------------------------------------------
@@ -269,6 +271,7 @@ def write_spool(spool: Path) -> None:
     (spool / "ledger.spool").write_bytes(b"x" * 300)
     (spool / "ledger.spool.17.replay").write_bytes(b"x" * 200)
     (spool / "ledger.spool.18.rejected").write_bytes(b"x" * 50)
+    (spool / "ledger.spool.19.journal").write_bytes(b"x" * 70)
 
 
 async def test_ledger_gauges_spool_bytes_and_counters_follow_the_writer(source: FakeSource) -> None:
@@ -284,6 +287,7 @@ async def test_ledger_gauges_spool_bytes_and_counters_follow_the_writer(source: 
     text = (await metrics.scrape(source)).decode()
     assert total(text, "tollgate_ledger_spool_bytes", state="pending") == 500
     assert total(text, "tollgate_ledger_spool_bytes", state="rejected") == 50
+    assert total(text, "tollgate_ledger_spool_bytes", state="journal") == 70
     assert total(text, "tollgate_ledger_queue_depth") == 42
     assert total(text, "tollgate_ledger_database_down") == 1
     source.ledger.written, source.ledger.spooled = 9, 3

@@ -153,6 +153,46 @@ def check_embeddings(world: World) -> None:
     assert world.rows()[before]["team"] == "alpha"
 
 
+def check_completions(path: str, body: dict[str, Any]) -> Callable[[World], None]:
+    """Legacy completions and token counts bill (or log) the caller's team, whatever it names."""
+
+    def check(world: World) -> None:
+        before = len(world.rows())
+        headers = {**world.as_alpha, "x-tollgate-team": "beta", "x-tollgate-key": world.beta["id"]}
+        response = world.http.post(path, headers=headers, json=body)
+        assert response.status_code < 500, response.text
+        world.assert_nothing_of_beta(response)
+        added = world.rows()[before:]
+        assert added and {row["team"] for row in added} == {"alpha"}, added
+
+    return check
+
+
+def check_responses(world: World) -> None:
+    """A stored response is its team's: another team's key cannot read, list, delete or continue it
+    (404, as for an id that does not exist), and beta still has it afterwards."""
+    body = {"model": "gpt-4o-mini", "input": "What colour is a lighthouse?", "max_output_tokens": 16}
+    made = world.http.post("/v1/responses", headers=world.as_beta, json={**body, "store": True})
+    assert made.status_code == 200, made.text
+    rid = made.json()["id"]
+    impersonating = {**world.as_alpha, "x-tollgate-team": "beta", "x-tollgate-key": world.beta["id"]}
+    for method, path in (
+        ("GET", f"/v1/responses/{rid}"),
+        ("GET", f"/v1/responses/{rid}/input_items"),
+        ("DELETE", f"/v1/responses/{rid}"),
+    ):
+        assert world.http.request(method, path).status_code == 401
+        response = world.http.request(method, path, headers=impersonating)
+        assert response.status_code == 404, response.text
+        world.assert_nothing_of_beta(response)
+    chained = world.http.post(
+        "/v1/responses", headers=impersonating, json={**body, "previous_response_id": rid}
+    )
+    assert chained.status_code == 404, chained.text
+    kept = world.http.get(f"/v1/responses/{rid}", headers=world.as_beta)
+    assert kept.status_code == 200 and kept.json()["id"] == rid
+
+
 def check_spend(world: World) -> None:
     """Alpha's spend only, whatever it asks for; naming beta is refused."""
     response = world.http.get("/v1/spend", params={"team": "beta"}, headers=world.as_alpha)
@@ -276,6 +316,16 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/v1/chat/completions"): check_chat_and_idempotency,
     ("POST", "/v1/messages"): check_messages,
     ("POST", "/v1/embeddings"): check_embeddings,
+    ("POST", "/v1/completions"): check_completions(
+        "/v1/completions", {"model": "tail", "prompt": "hi", "max_tokens": 4, "user": "beta"}
+    ),
+    ("POST", "/v1/messages/count_tokens"): check_completions(
+        "/v1/messages/count_tokens", {"model": "claude", "messages": PROMPT}
+    ),
+    ("POST", "/v1/responses"): check_responses,
+    ("GET", "/v1/responses/{response_id}"): check_responses,
+    ("GET", "/v1/responses/{response_id}/input_items"): check_responses,
+    ("DELETE", "/v1/responses/{response_id}"): check_responses,
     ("GET", "/v1/spend"): check_spend,
     ("GET", "/v1/spend/routing"): check_spend_routing("/v1/spend/routing"),
     ("GET", "/v1/spend/routes"): check_spend_routing("/v1/spend/routes"),
@@ -299,6 +349,7 @@ ROUTES: dict[tuple[str, str], Callable[[World], None]] = {
     ("GET", "/dashboard/"): check_public("GET", "/dashboard/"),
     ("GET", "/dashboard/assets/{name}"): check_public("GET", "/dashboard/assets/{name}"),
     ("GET", "/v1/models"): check_public("GET", "/v1/models"),
+    ("GET", "/v1/models/{model_id:path}"): check_public("GET", "/v1/models/gpt-4o-mini"),
     ("GET", "/healthz"): check_public("GET", "/healthz"),
     ("GET", "/readyz"): check_public("GET", "/readyz"),
     ("GET", "/openapi.json"): check_public("GET", "/openapi.json"),
