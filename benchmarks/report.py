@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.loadgen import Tally
+from benchmarks.report_rows import INFO, Row, verdict
+from benchmarks.report_saved import saved_bench_rows
 from benchmarks.scenarios import CLIENT, Pair, Throughput
 from benchmarks.stats import Summary, summarize
 
@@ -28,11 +30,7 @@ ADDED_TTFT_P50_MS = 0.5
 LARGE_ADDED_P50_MS = 3.0
 CPU_US_PER_REQUEST = 200.0
 RSS_MB = 150.0
-RSS_FLAT_MB = 5.0
 STARTUP_S = 1.0
-WORKERS_RATIO = 1.6  # "near-linear" on 2 cores that the rig shares: see benchmarks/README.md
-
-MET, MISSED, INFO = "met", "MISSED", ""
 
 
 @dataclass
@@ -68,30 +66,12 @@ class Results:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Row:
-    figure: str
-    direct: str
-    gateway: str
-    added: str
-    target: str
-    result: str
-    values: dict[str, Any] = field(default_factory=dict)
-    spread: str = ""  # the added figure per interleaved block: median [min, max]
-    second: str = ""  # the same figure for the embedded default (its added figure where there is one)
-    second_values: dict[str, Any] = field(default_factory=dict)
-
-
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
 def _signed_ms(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
-
-
-def _verdict(ok: bool | None) -> str:
-    return INFO if ok is None else MET if ok else MISSED
 
 
 def _added_rows(
@@ -119,7 +99,7 @@ def _added_rows(
         _ms(g),
         _signed_ms(added),
         f"added <= {limit:g} ms",
-        _verdict(ok) if added is not None else "no data",
+        verdict(ok) if added is not None else "no data",
         {
             "metric": key,
             "direct_ms": d,
@@ -170,7 +150,7 @@ def _errors_row(label: str, direct: Tally | None, gateway: Tally | None) -> Row:
         "-" if g is None else str(g),
         "",
         "0",
-        _verdict(ok),
+        verdict(ok),
         {"metric": "errors", "direct": d, "gateway": g, "samples": samples},
     )
 
@@ -200,7 +180,7 @@ def build_rows(results: Results, extras: dict[str, Any] | None = None) -> list[R
                 twin = twins.pop(0)
                 row.second = twin.added if twin.added not in ("", "-") else twin.gateway
                 row.second_values = twin.values
-    rows += _other_bench_rows(extras or {})
+    rows += saved_bench_rows(extras or {})
     return rows
 
 
@@ -257,69 +237,6 @@ def _run_rows(results: Results, run: GatewayRun, *, primary: bool) -> list[Row]:
     return rows
 
 
-def _other_bench_rows(extras: dict[str, Any]) -> list[Row]:
-    """RSS over 100k requests and 1 vs 2 workers take minutes each: their own make targets write
-    JSON, and the table shows the last saved figures (or says how to get them)."""
-    rows: list[Row] = []
-    soak = extras.get("soak")
-    if soak and soak.get("growth_mb") is not None:
-        growth, requests = soak["growth_mb"], soak.get("requests", 0)
-        rows.append(
-            Row(
-                f"RSS growth, 2nd half of {requests:,} requests (MB)",
-                "",
-                f"{growth:+.1f} (end {soak.get('final_mb', 0):.0f} MB)",
-                "",
-                f"flat: <= {RSS_FLAT_MB:g} MB",
-                _verdict(growth <= RSS_FLAT_MB),
-                {"metric": "soak_rss_growth_mb", **soak},
-                spread=f"make bench-soak, git {soak.get('git', '?')}",
-            )
-        )
-    else:
-        rows.append(
-            Row(
-                "RSS growth over 100k requests (MB)",
-                "",
-                "-",
-                "",
-                f"flat: <= {RSS_FLAT_MB:g} MB",
-                "run make bench-soak",
-                {"metric": "soak_rss_growth_mb"},
-            )
-        )
-    workers = extras.get("workers")
-    by_count = {r["workers"]: r for r in (workers or {}).get("runs", [])}
-    if 1 in by_count and 2 in by_count and by_count[1]["rps"]:
-        one, two = by_count[1], by_count[2]
-        ratio = two["rps"] / one["rps"]
-        rows.append(
-            Row(
-                "req/s, --workers 2 / --workers 1",
-                "",
-                f"x{ratio:.2f} ({one['rps']:,.0f} -> {two['rps']:,.0f})",
-                "",
-                f">= x{WORKERS_RATIO:g} (near-linear)",
-                _verdict(ratio >= WORKERS_RATIO),
-                {"metric": "workers_ratio", "ratio": ratio, **(workers or {})},
-                spread=f"make bench-workers, git {workers.get('git', '?') if workers else '?'}",
-            )
-        )
-    else:
-        rows.append(
-            Row(
-                "req/s, --workers 2 / --workers 1",
-                "",
-                "-",
-                "",
-                f">= x{WORKERS_RATIO:g} (near-linear)",
-                "run make bench-workers",
-                {"metric": "workers_ratio"},
-            )
-        )
-    return rows
-
-
 def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
     rows: list[Row] = []
     tp = run.throughput
@@ -334,7 +251,7 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
                 f"{tp.rps:,.0f}",
                 "-" if ratio is None else f"x{ratio:.2f}",
                 f">= {THROUGHPUT_RPS:,.0f} req/s",
-                _verdict(ok),
+                verdict(ok),
                 {
                     "metric": "throughput_rps",
                     "ledger": run.ledger,
@@ -379,7 +296,7 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
                 f"{_us(gw_us)} ({_pct(gw_busy)} of a core)",
                 "",
                 f"<= {CPU_US_PER_REQUEST:g} us",
-                _verdict(gw_us <= CPU_US_PER_REQUEST) if gw_us is not None else "no data",
+                verdict(gw_us <= CPU_US_PER_REQUEST) if gw_us is not None else "no data",
                 {"metric": "gateway_cpu_us_per_request", "ledger": run.ledger, "us": gw_us, "busy": gw_busy},
             )
         )
@@ -438,7 +355,7 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
             f"{rss_mb:.1f}",
             "",
             f"<= {RSS_MB:g} MB",
-            _verdict(rss_mb <= RSS_MB) if run.rss_bytes else "no data",
+            verdict(rss_mb <= RSS_MB) if run.rss_bytes else "no data",
             {"metric": "rss_mb", "ledger": run.ledger, "value": rss_mb},
         )
     )
@@ -449,7 +366,7 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
             f"{run.startup_s:.2f}",
             "",
             f"<= {STARTUP_S:g} s",
-            _verdict(run.startup_s <= STARTUP_S),
+            verdict(run.startup_s <= STARTUP_S),
             {"metric": "startup_s", "ledger": run.ledger, "value": run.startup_s},
         )
     )
@@ -460,7 +377,7 @@ def _gateway_rows(run: GatewayRun, direct_tp: Throughput | None) -> list[Row]:
             f"{run.ledger_rows:,} / {run.answered:,}",
             "",
             "equal",
-            _verdict(run.ledger_rows == run.answered),
+            verdict(run.ledger_rows == run.answered),
             {
                 "metric": "ledger_rows",
                 "ledger": run.ledger,

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import MET, MISSED, Results, Row, foreign_share
+from benchmarks.report import Results, foreign_share
+from benchmarks.report_rows import MET, MISSED, Row
 
 NOISY_SHARE = 0.10
 
