@@ -1,0 +1,1 @@
+"""Adapters to the providers' own Batch APIs (see `types.py` for the contract the runner uses)."""
