@@ -85,9 +85,16 @@ class UpstreamResponse(Protocol):
 
 class UpstreamHTTP(Protocol):
     async def send(
-        self, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
+        self,
+        url: str,
+        *,
+        content: bytes,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        method: str = "POST",
     ) -> UpstreamResponse:
-        """POST `content`; returns once the status line and headers have arrived."""
+        """POST `content` (or GET, for a provider's batch objects and files); returns once the
+        status line and headers have arrived."""
         ...
 
     async def aclose(self) -> None: ...

@@ -102,10 +102,18 @@ class Http1Client:
         return sibling
 
     async def send(
-        self, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
+        self,
+        url: str,
+        *,
+        content: bytes,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        method: str = "POST",
     ) -> Http1Response:
         route = self._routes.get(url) or self._route(url)
-        head = _head(route.prefix, headers, len(content))
+        # The request line is cached for POST, the hot path; the rare GET (batch status, files) swaps the verb.
+        prefix = route.prefix if method == "POST" else method + route.prefix[4:]
+        head = _head(prefix, headers, len(content))
         conn = await route.pool.acquire(timeouts.connect)
         try:
             conn.send(head, content)

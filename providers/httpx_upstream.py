@@ -28,11 +28,17 @@ class HttpxUpstream:
         self._client = client
 
     async def send(
-        self, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
+        self,
+        url: str,
+        *,
+        content: bytes,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        method: str = "POST",
     ) -> UpstreamResponse:
         timeout = httpx.Timeout(timeouts.read, connect=timeouts.connect)
         request = self._client.build_request(
-            "POST", url, content=content, headers=dict(headers), timeout=timeout
+            method, url, content=content, headers=dict(headers), timeout=timeout
         )
         try:
             response = await self._client.send(request, stream=True)

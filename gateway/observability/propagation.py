@@ -23,12 +23,20 @@ class PropagatingHTTP:
         self.inner = client
 
     async def send(
-        self, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
+        self,
+        url: str,
+        *,
+        content: bytes,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        method: str = "POST",
     ) -> UpstreamResponse:
         carrier = dict(headers)
         # The current span is the executor's attempt span: the upstream's work nests under it.
         _PROPAGATOR.inject(carrier)
-        return await self.inner.send(url, content=content, headers=carrier, timeouts=timeouts)
+        return await self.inner.send(
+            url, content=content, headers=carrier, timeouts=timeouts, method=method
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
