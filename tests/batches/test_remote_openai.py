@@ -201,3 +201,33 @@ def test_missing_items_are_errors_by_the_batch_state() -> None:
     assert out[0].error is not None and out[0].error.code == "cancelled"
     expired = from_batch_line({"custom_id": "x", "response": None, "error": {"code": "batch_expired"}})
     assert expired.error is not None and expired.error.code == "expired"
+
+
+async def test_the_factory_picks_the_providers_own_batch_api() -> None:
+    from gateway.batches.remote.anthropic import AnthropicBatchAPI
+    from gateway.batches.remote.factory import remote_batch_api
+    from gateway.config.providers import AnthropicProvider, GeminiProvider, OpenAICompatibleProvider
+
+    client = create_http_client({})
+    openai_spec = OpenAICompatibleProvider(type="openai", base_url="https://api.openai.com/v1")
+    vllm_spec = OpenAICompatibleProvider(type="vllm", base_url="http://127.0.0.1:8000/v1")
+    assert isinstance(remote_batch_api("oa", openai_spec, client), OpenAIBatchAPI)
+    assert isinstance(remote_batch_api("an", AnthropicProvider(type="anthropic"), client), AnthropicBatchAPI)
+    assert remote_batch_api("local", vllm_spec, client) is None
+    assert remote_batch_api("gem", GeminiProvider(type="gemini"), client) is None
+    await client.aclose()
+
+
+async def test_an_upstream_failure_is_a_provider_error_the_runner_can_act_on() -> None:
+    from providers.errors import UpstreamRejected, UpstreamUnreachable
+
+    async for api, _server in _api(SandboxConfig(dialect="openai", profile="instant")):
+        with pytest.raises(UpstreamRejected) as caught:
+            await api.poll("batch_unknown")
+        assert caught.value.upstream_status == 404 and not caught.value.retryable
+    client = create_http_client({})
+    dead = OpenAIBatchAPI(name="openai", base_url="http://127.0.0.1:9/v1", client=client)
+    with pytest.raises(UpstreamUnreachable) as unreachable:
+        await dead.poll("batch_x")
+    assert unreachable.value.retryable
+    await client.aclose()
