@@ -111,7 +111,7 @@ class Http1Client:
         method: str = "POST",
     ) -> Http1Response:
         route = self._routes.get(url) or self._route(url)
-        # The request line is cached for POST, the hot path; the rare GET (batch status, files) swaps the verb.
+        # The request line is cached for POST, the hot path; a rare GET (batch status, files) swaps the verb.
         prefix = route.prefix if method == "POST" else method + route.prefix[4:]
         head = _head(prefix, headers, len(content))
         conn = await route.pool.acquire(timeouts.connect)

@@ -34,9 +34,7 @@ class PropagatingHTTP:
         carrier = dict(headers)
         # The current span is the executor's attempt span: the upstream's work nests under it.
         _PROPAGATOR.inject(carrier)
-        return await self.inner.send(
-            url, content=content, headers=carrier, timeouts=timeouts, method=method
-        )
+        return await self.inner.send(url, content=content, headers=carrier, timeouts=timeouts, method=method)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
