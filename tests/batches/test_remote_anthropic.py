@@ -200,3 +200,36 @@ def test_errored_canceled_expired_lines() -> None:
     for kind, code in (("canceled", "cancelled"), ("expired", "expired")):
         got = from_result_line({"custom_id": "a", "result": {"type": kind}}, created=1).error
         assert got is not None and got.code == code
+
+
+async def test_the_emulators_batches_and_every_result_type_match_the_sdks_types() -> None:
+    """Fidelity of sandbox/anthropic/batches.py: the raw objects the adapter reads, in every state
+    and result type (succeeded, errored, canceled, expired), validate against the SDK's types."""
+    import httpx
+    from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
+
+    headers = {"x-api-key": "sk-ant", "anthropic-version": "2023-06-01"}
+    kinds: set[str] = set()
+    configs = (
+        SandboxConfig(dialect="anthropic", profile="instant", batch_delay_seconds=0.02),
+        SandboxConfig(dialect="anthropic", profile="instant", batch_delay_seconds=5),
+        SandboxConfig(dialect="anthropic", profile="local", batch_delay_seconds=0, batch_window_seconds=0.01),
+    )
+    for number, config in enumerate(configs):
+        client = create_http_client({})
+        with SandboxServer(config) as server:
+            api = AnthropicBatchAPI(
+                name="anthropic", client=client, base_url=server.base_url, api_key="sk-ant"
+            )
+            upstream_id = await api.submit([_item(0), _item(1, bad=True)], metadata={})
+            if number == 1:
+                await api.cancel(upstream_id)
+            await _until(api, upstream_id, {"ended", "cancelled", "expired"})
+            async with httpx.AsyncClient(base_url=server.base_url, headers=headers) as raw:
+                batch = (await raw.get(f"/v1/messages/batches/{upstream_id}")).json()
+                MessageBatch.model_validate(batch)
+                lines = (await raw.get(batch["results_url"])).content.splitlines()
+            for line in lines:
+                kinds.add(MessageBatchIndividualResponse.model_validate_json(line).result.type)
+        await client.aclose()
+    assert kinds == {"succeeded", "errored", "canceled", "expired"}

@@ -231,3 +231,31 @@ async def test_an_upstream_failure_is_a_provider_error_the_runner_can_act_on() -
         await dead.poll("batch_x")
     assert unreachable.value.retryable
     await client.aclose()
+
+
+async def test_the_emulators_batches_and_files_match_the_sdks_types() -> None:
+    """Fidelity of sandbox/openai/batches.py: the batch in each state and its files, as the adapter
+    reads them, validate against the SDK's `Batch` and `FileObject`."""
+    import httpx
+    from openai.types import Batch, FileObject
+
+    configs = (
+        SandboxConfig(dialect="openai", profile="instant", batch_delay_seconds=0.02),
+        SandboxConfig(dialect="openai", profile="instant", batch_delay_seconds=5),
+        SandboxConfig(dialect="openai", profile="local", batch_delay_seconds=0, batch_window_seconds=0.01),
+    )
+    states: set[str] = set()
+    for number, config in enumerate(configs):
+        async for api, server in _api(config):
+            upstream_id = await api.submit([_item(0), _item(1, bad=True)], metadata={"k": "v"})
+            if number == 1:
+                await api.cancel(upstream_id)
+            await _until(api, upstream_id, {"ended", "cancelled", "expired"})
+            async with httpx.AsyncClient(base_url=server.base_url + "/v1") as raw:
+                batch = Batch.model_validate((await raw.get(f"/batches/{upstream_id}")).json())
+                states.add(batch.status)
+                assert batch.metadata == {"k": "v"} and batch.request_counts is not None
+                for file_id in (batch.input_file_id, batch.output_file_id, batch.error_file_id):
+                    if file_id:
+                        FileObject.model_validate((await raw.get(f"/files/{file_id}")).json())
+    assert states == {"completed", "cancelled", "expired"}
