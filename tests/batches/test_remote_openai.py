@@ -259,3 +259,44 @@ async def test_the_emulators_batches_and_files_match_the_sdks_types() -> None:
                     if file_id:
                         FileObject.model_validate((await raw.get(f"/files/{file_id}")).json())
     assert states == {"completed", "cancelled", "expired"}
+
+
+async def test_the_requests_on_the_wire() -> None:
+    """What OpenAI receives: a multipart upload with purpose=batch and the JSONL, then the batch
+    create body, each with the provider key; GETs for the batch and its files."""
+    import httpx
+
+    from providers.httpx_upstream import HttpxUpstream
+
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path == "/v1/files":
+            return httpx.Response(200, json={"id": "file-1", "object": "file"})
+        if request.url.path == "/v1/batches/batch_1":
+            return httpx.Response(200, json={"id": "batch_1", "status": "in_progress"})
+        return httpx.Response(200, json={"id": "batch_1", "object": "batch", "status": "validating"})
+
+    client = HttpxUpstream(httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+    api = OpenAIBatchAPI(name="oa", base_url="https://api.example/v1", client=client, api_key="sk-up")
+    assert await api.submit([_item(0), _item(1)], metadata={"tollgate_batch": "b"}) == "batch_1"
+    upload, create = seen
+    assert (upload.method, create.method) == ("POST", "POST")
+    assert upload.headers["authorization"] == create.headers["authorization"] == "Bearer sk-up"
+    assert upload.headers["content-type"].startswith("multipart/form-data; boundary=")
+    assert b'name="purpose"\r\n\r\nbatch\r\n' in upload.content
+    assert to_batch_line(_item(1), reasoning=False) in upload.content
+    assert orjson.loads(create.content) == {
+        "input_file_id": "file-1",
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+        "metadata": {"tollgate_batch": "b"},
+    }
+    assert (await api.poll("batch_1")).state == "in_progress"
+    assert (seen[-1].method, seen[-1].url.path) == ("GET", "/v1/batches/batch_1")
+    from providers.errors import UpstreamBadResponse
+
+    with pytest.raises(UpstreamBadResponse, match="no results yet"):
+        await api.results("batch_1")
+    await client.aclose()

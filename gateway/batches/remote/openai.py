@@ -267,6 +267,12 @@ class OpenAIBatchAPI:
     async def results(self, upstream_id: str) -> list[RemoteResult]:
         batch = await self._batch(upstream_id)
         status = from_openai_batch(batch)
+        if status.state in ("in_progress", "cancelling"):
+            # Its files are not written yet; retryable, so a runner that asked early polls again.
+            raise UpstreamBadResponse(
+                f"{self.name} batch {upstream_id} has no results yet ({batch.get('status')})",
+                provider=self.name,
+            )
         found: list[RemoteResult] = []
         for key in ("output_file_id", "error_file_id"):
             if batch.get(key):
