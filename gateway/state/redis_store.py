@@ -366,6 +366,8 @@ class RedisStateStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heart
             self._heart = None
-        with contextlib.suppress(Exception):
-            await self._redis.zrem(self._live, self._replica)
+            # Gone on purpose: say so now rather than in a hold TTL (not waited on if Redis is away).
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(0.5):
+                    await self._redis.zrem(self._live, self._replica)
         await self._redis.aclose()
