@@ -78,29 +78,39 @@ class PolicyGate:
             )
         estimated = facts.prompt_tokens
         limits = _limits(principal, team)
-        if limits:
-            admitted.admission = await self._limits.admit(
-                limits, estimated_tokens=estimated + facts.worst_case_output
-            )
-            admitted.headers = admitted.admission.headers
         budgets = _budgets(principal, team)
-        if budgets:
-            worst = self.worst_case_cost(facts, model, estimated, allow=admitted.allows)
-            admitted.reservation = await self._budgets.reserve(budgets, worst)
-            admitted.flags += [f"budget_exceeded:{name}" for name in admitted.reservation.exceeded_soft]
+        if not limits and not budgets:
+            return admitted
+        # One store call takes the rate-limit share and reserves the worst case, both or neither.
+        tokens = estimated + facts.worst_case_output
+        takes = self._limits.takes(limits, estimated_tokens=tokens) if limits else []
+        worst = self.worst_case_cost(facts, model, estimated, allow=admitted.allows) if budgets else 0
+        reservation, result = await self._budgets.admit(budgets, worst, takes)
+        if limits:
+            # Raises RateLimited when a bucket was short (nothing was taken or held then).
+            admitted.admission = self._limits.admitted(limits, takes, result, tokens)
+            admitted.headers = admitted.admission.headers
+        if budgets and reservation is not None:
+            admitted.reservation = reservation
+            admitted.flags += [f"budget_exceeded:{name}" for name in reservation.exceeded_soft]
         return admitted
 
     async def finish(self, admitted: Admitted, *, cost_nano: int, tokens: int) -> None:
+        """Settle the reservation and correct the token buckets: one store call."""
+        admission = admitted.admission
+        corrections = self._limits.corrections(admission, actual_tokens=tokens) if admission else []
         if admitted.reservation is not None:
-            await self._budgets.settle(admitted.reservation, cost_nano)
-        if admitted.admission is not None:
-            await self._limits.correct(admitted.admission, actual_tokens=tokens)
+            await self._budgets.settle(admitted.reservation, cost_nano, corrections)
+        elif corrections:
+            await self._limits.correct(admission, actual_tokens=tokens)  # type: ignore[arg-type]
 
     async def abandon(self, admitted: Admitted) -> None:
+        admission = admitted.admission
+        corrections = self._limits.corrections(admission, actual_tokens=0) if admission else []
         if admitted.reservation is not None:
-            await self._budgets.release(admitted.reservation)
-        if admitted.admission is not None:
-            await self._limits.correct(admitted.admission, actual_tokens=0)
+            await self._budgets.release(admitted.reservation, corrections)
+        elif corrections:
+            await self._limits.correct(admission, actual_tokens=0)  # type: ignore[arg-type]
 
     def worst_case_cost(
         self,

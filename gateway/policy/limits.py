@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.errors import GatewayError
-from gateway.state.store import StateStore
+from gateway.state.store import GateResult, StateStore, Take
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,45 +50,62 @@ class RateLimits:
         self._store = store
 
     async def admit(self, limits: list[Limit], *, estimated_tokens: int) -> Admission:
-        admission = Admission(estimated_tokens=estimated_tokens)
-        for limit in limits:
-            amount = 1 if limit.unit == "requests" else max(1, estimated_tokens)
-            capacity = float(limit.per_minute)
-            rate = capacity / 60.0
-            result = await self._store.take(
-                limit.key, capacity=capacity, refill_per_second=rate, amount=amount
+        takes = self.takes(limits, estimated_tokens=estimated_tokens)
+        return self.admitted(limits, takes, await self._store.admit(takes, []), estimated_tokens)
+
+    def takes(self, limits: list[Limit], *, estimated_tokens: int) -> list[Take]:
+        """What each bucket is asked for: a request, or its estimated tokens."""
+        tokens = max(1, estimated_tokens)
+        return [
+            Take(
+                limit.key,
+                float(limit.per_minute),
+                limit.per_minute / 60.0,
+                1 if limit.unit == "requests" else tokens,
             )
-            _describe(admission.headers, limit, result.remaining, rate)
-            if not result.allowed:
-                await self._refund(admission)
-                wait = result.retry_after if result.retry_after != float("inf") else 60.0
-                admission.headers["retry-after"] = str(max(1, round(wait + 0.5)))
-                raise RateLimited(
-                    f"rate limit reached for {limit.scope}: {limit.per_minute} {limit.unit} per minute",
-                    headers=admission.headers,
-                )
-            admission.taken.append((limit, amount))
+            for limit in limits
+        ]
+
+    def admitted(
+        self, limits: list[Limit], takes: list[Take], result: GateResult, estimated_tokens: int
+    ) -> Admission:
+        """The headers every answer carries; `RateLimited` when a bucket was short (the store then
+        took nothing: a refused request is free)."""
+        admission = Admission(estimated_tokens=estimated_tokens)
+        headers = admission.headers
+        refused: Limit | None = None
+        wait = 0.0
+        for limit, take, bucket in zip(limits, takes, result.buckets, strict=True):
+            _describe(headers, limit, bucket.remaining, take.refill_per_second)
+            if not bucket.allowed:
+                if refused is None:
+                    refused = limit
+                wait = max(wait, 60.0 if bucket.retry_after == float("inf") else bucket.retry_after)
+            admission.taken.append((limit, int(take.amount)))
+        if refused is not None:
+            headers["retry-after"] = str(max(1, round(wait + 0.5)))
+            raise RateLimited(
+                f"rate limit reached for {refused.scope}: {refused.per_minute} {refused.unit} per minute",
+                headers=headers,
+            )
         return admission
 
     async def correct(self, admission: Admission, *, actual_tokens: int) -> None:
         """Charge (or give back) the difference between the estimate and what was really used."""
+        corrections = self.corrections(admission, actual_tokens=actual_tokens)
+        if corrections:
+            await self._store.settle([], corrections)
+
+    def corrections(self, admission: Admission, *, actual_tokens: int) -> list[Take]:
+        """The forced takes that charge the token buckets what the estimate missed (or refund it)."""
         difference = actual_tokens - admission.estimated_tokens
         if difference == 0:
-            return
-        for limit, _ in admission.taken:
-            if limit.unit == "tokens":
-                await self._force(limit, difference)
-
-    async def _refund(self, admission: Admission) -> None:
-        """A later bucket said no: what earlier buckets gave goes back, so a refused request is free."""
-        for limit, amount in admission.taken:
-            await self._force(limit, -amount)
-
-    async def _force(self, limit: Limit, amount: int) -> None:
-        capacity = float(limit.per_minute)
-        await self._store.take(
-            limit.key, capacity=capacity, refill_per_second=capacity / 60.0, amount=amount, force=True
-        )
+            return []
+        return [
+            Take(limit.key, float(limit.per_minute), limit.per_minute / 60.0, difference)
+            for limit, _ in admission.taken
+            if limit.unit == "tokens"
+        ]
 
 
 def _describe(headers: dict[str, str], limit: Limit, remaining: float, rate: float) -> None:

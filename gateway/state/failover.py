@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from gateway.errors import GatewayError
 from gateway.state.memory import MemoryStateStore
-from gateway.state.store import BucketResult, StateStore
+from gateway.state.store import BucketResult, GateResult, Hold, Settle, StateStore, Take
 
 # The store's watch (its marker, probing while away): started on first use, alive until close.
 WATCH_TASK = "tollgate-state-watch"
@@ -285,6 +285,38 @@ class FallbackStateStore:
             )
         self._ok()
         return result
+
+    async def admit(self, takes: list[Take], holds: list[Hold]) -> GateResult:
+        if self._down_since is not None:
+            return await self._fallback().admit(takes, holds)
+        try:
+            result = await self._shared.admit(takes, holds)
+        except self._unreachable as exc:
+            return await self._failed(exc).admit(takes, holds)
+        self._ok()
+        return result
+
+    async def settle(self, settles: list[Settle], corrections: list[Take]) -> None:
+        if self._down_since is not None:
+            await self._fallback().settle(settles, corrections)
+            return
+        try:
+            await self._shared.settle(settles, corrections)
+        except self._unreachable as exc:
+            await self._failed(exc).settle(settles, corrections)
+            return
+        self._ok()
+
+    async def set_holds(self, holds: dict[str, int]) -> None:
+        if self._down_since is not None:
+            await self._fallback().set_holds(holds)
+            return
+        try:
+            await self._shared.set_holds(holds)
+        except self._unreachable as exc:
+            await self._failed(exc).set_holds(holds)
+            return
+        self._ok()
 
     async def ping(self) -> None:
         await self._shared.ping()

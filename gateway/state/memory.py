@@ -6,7 +6,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from gateway.state.store import BucketResult
+from gateway.state.store import BucketResult, GateResult, Hold, Settle, Take
 
 
 @dataclass(slots=True)
@@ -27,6 +27,8 @@ class MemoryStateStore:
     def __init__(self, *, max_keys: int = 1_000_000) -> None:
         self._data: OrderedDict[str, _Entry] = OrderedDict()
         self._max_keys = max_keys
+        # Budget holds in flight, by counter key (one process: they end with it, nothing to expire).
+        self._holds: dict[str, int] = {}
 
     def _live(self, key: str) -> _Entry | None:
         entry = self._data.get(key)
@@ -118,8 +120,64 @@ class MemoryStateStore:
             wait = float("inf") if refill_per_second <= 0 else (amount - bucket.tokens) / refill_per_second
         return BucketResult(allowed=allowed, remaining=bucket.tokens, retry_after=wait)
 
+    def _refilled(self, key: str, capacity: float, rate: float, now: float) -> _Bucket:
+        entry = self._live(key)
+        bucket = (
+            entry.value if entry is not None and isinstance(entry.value, _Bucket) else _Bucket(capacity, now)
+        )
+        return _Bucket(min(capacity, bucket.tokens + (now - bucket.stamp) * rate), now)
+
+    def _keep(self, key: str, bucket: _Bucket, capacity: float, rate: float) -> None:
+        self._put(key, bucket, capacity / rate + 1.0 if rate > 0 else None)
+
+    async def admit(self, takes: list[Take], holds: list[Hold]) -> GateResult:
+        now = time.monotonic()
+        buckets = [self._refilled(t.key, t.capacity, t.refill_per_second, now) for t in takes]
+        allowed = all(b.tokens >= t.amount for b, t in zip(buckets, takes, strict=True))
+        totals = [self._int(h.key)[0] + self._holds.get(h.key, 0) for h in holds]
+        fits = [total + h.amount <= h.limit for total, h in zip(totals, holds, strict=True)]
+        allowed = allowed and all(ok or not h.hard for ok, h in zip(fits, holds, strict=True))
+        results = []
+        for bucket, take in zip(buckets, takes, strict=True):
+            if allowed:
+                bucket.tokens = min(take.capacity, bucket.tokens - take.amount)
+                self._keep(take.key, bucket, take.capacity, take.refill_per_second)
+            results.append(_result(bucket.tokens, take, allowed or bucket.tokens >= take.amount))
+        if allowed:
+            for hold in holds:
+                self._holds[hold.key] = self._holds.get(hold.key, 0) + hold.amount
+        return GateResult(allowed=allowed, buckets=results, fits=fits, totals=totals)
+
+    async def settle(self, settles: list[Settle], corrections: list[Take]) -> None:
+        for s in settles:
+            left = self._holds.pop(s.key, 0) - s.held
+            if left > 0:
+                self._holds[s.key] = left
+            if s.cost:
+                await self.incr(s.key, s.cost, ttl=s.ttl)
+        for c in corrections:
+            await self.take(
+                c.key, capacity=c.capacity, refill_per_second=c.refill_per_second, amount=c.amount, force=True
+            )
+
+    async def set_holds(self, holds: dict[str, int]) -> None:
+        for key, amount in holds.items():
+            if amount > 0:
+                self._holds[key] = amount
+            else:
+                self._holds.pop(key, None)
+
     async def ping(self) -> None:
         return None
 
     async def aclose(self) -> None:
         self._data.clear()
+        self._holds.clear()
+
+
+def _result(tokens: float, take: Take, allowed: bool) -> BucketResult:
+    wait = 0.0
+    if not allowed:
+        rate = take.refill_per_second
+        wait = float("inf") if rate <= 0 else (take.amount - tokens) / rate
+    return BucketResult(allowed=allowed, remaining=tokens, retry_after=wait)

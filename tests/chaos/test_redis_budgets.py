@@ -208,12 +208,6 @@ def test_redis_hung_costs_one_socket_timeout(settings: Any, tmp_path: Path) -> N
     assert over_during <= 2 and over_after == 0, tally.overshoot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known leak, not fixed yet: a reservation is an increment of the shared counter, so one "
-    "held by a replica that dies stays counted until the period's counter expires (a fix: holds "
-    "per replica with a TTL the replica refreshes, summed by the reserve script)",
-)
 def test_a_replica_killed_holding_reservations_does_not_leak_the_budget(
     settings: Any, tmp_path: Path
 ) -> None:
