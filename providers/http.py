@@ -108,10 +108,16 @@ class Answer:
 
 
 async def post(
-    client: UpstreamHTTP, url: str, *, content: bytes, headers: Mapping[str, str], timeouts: Timeouts
+    client: UpstreamHTTP,
+    url: str,
+    *,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeouts: Timeouts,
+    method: str = "POST",
 ) -> Answer:
     """A whole answer, body included."""
-    response = await client.send(url, content=content, headers=headers, timeouts=timeouts)
+    response = await client.send(url, content=content, headers=headers, timeouts=timeouts, method=method)
     try:
         body = await response.read()
     finally:

@@ -49,11 +49,15 @@ class UpstreamCalls:
     provider: str
     error_from_response: ErrorFromResponse
 
-    async def fetch(self, url: str, content: bytes) -> bytes:
-        """A successful answer's whole body."""
+    async def fetch(
+        self, url: str, content: bytes = b"", *, method: str = "POST", content_type: str | None = None
+    ) -> bytes:
+        """A successful answer's whole body; `content_type`, when given, replaces the adapter's own
+        (a multipart upload to a provider's files endpoint)."""
+        headers = self.headers if content_type is None else {**self.headers, "content-type": content_type}
         try:
             answer = await post(
-                self.client, url, content=content, headers=self.headers, timeouts=self.timeouts
+                self.client, url, content=content, headers=headers, timeouts=self.timeouts, method=method
             )
         except HTTPFailure as exc:
             raise error_from_exception(exc, provider=self.provider) from exc

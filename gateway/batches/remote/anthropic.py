@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from gateway.batches.remote.transport import BatchCalls
+from gateway.batches.remote.transport import fetch_json, jsonl_objects
 from gateway.batches.remote.types import RemoteError, RemoteItem, RemoteResult, RemoteState, RemoteStatus
 from providers.anthropic.caching import min_cache_tokens, place_cache_breakpoints
 from providers.anthropic.client import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS
@@ -21,6 +21,7 @@ from providers.anthropic.errors import STATUS_BY_TYPE, error_from_response
 from providers.anthropic.translate import from_anthropic_response, from_anthropic_usage, to_anthropic_request
 from providers.errors import ProviderError, UpstreamBadResponse
 from providers.http import Timeouts, UpstreamHTTP
+from providers.streaming import UpstreamCalls
 from providers.types import JSON, Completion
 
 __all__ = [
@@ -123,15 +124,7 @@ def from_result_line(line: Mapping[str, Any], *, created: int) -> RemoteResult:
 def from_results(content: bytes, *, created: int) -> list[RemoteResult]:
     """Every line of the results file, one result per custom id (the first wins)."""
     seen: dict[str, RemoteResult] = {}
-    for raw in content.splitlines():
-        if not raw.strip():
-            continue
-        try:
-            line = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamBadResponse("Anthropic sent a batch result line that is not JSON") from exc
-        if not isinstance(line, dict):
-            raise UpstreamBadResponse("Anthropic sent a batch result line that is not an object")
+    for line in jsonl_objects(content, provider="Anthropic"):
         result = from_result_line(line, created=created)
         seen.setdefault(result.custom_id, result)
     return list(seen.values())
@@ -161,14 +154,14 @@ class AnthropicBatchAPI:
         sent = {"anthropic-version": ANTHROPIC_VERSION, **(headers or {})}
         if api_key:
             sent["x-api-key"] = api_key
-        self._calls = BatchCalls(client, sent, Timeouts.for_total(timeout), name, error_from_response)
+        self._calls = UpstreamCalls(client, sent, Timeouts.for_total(timeout), name, error_from_response)
 
     async def submit(self, items: list[RemoteItem], *, metadata: dict[str, str]) -> str:
         """Anthropic's batches carry no metadata: the runner keeps its own by the returned id."""
         if not items:
             raise ValueError("a batch needs at least one item")
         content = to_batch_requests(items, default_max_tokens=self._default_max_tokens, provider=self.name)
-        batch = await self._calls.fetch_json(self._url, content=content)
+        batch = await fetch_json(self._calls, self._url, content=content)
         return self._id(batch)
 
     async def poll(self, upstream_id: str) -> RemoteStatus:
@@ -182,14 +175,14 @@ class AnthropicBatchAPI:
                 f"{self.name} batch {upstream_id} has no results yet ({batch.get('processing_status')})",
                 provider=self.name,
             )
-        content = await self._calls.fetch(url, method="GET", content_type=None)
+        content = await self._calls.fetch(url, method="GET")
         return from_results(content, created=int(time.time()))
 
     async def cancel(self, upstream_id: str) -> None:
-        await self._calls.fetch_json(f"{self._url}/{upstream_id}/cancel")
+        await fetch_json(self._calls, f"{self._url}/{upstream_id}/cancel")
 
     async def _batch(self, upstream_id: str) -> JSON:
-        return await self._calls.fetch_json(f"{self._url}/{upstream_id}", method="GET")
+        return await fetch_json(self._calls, f"{self._url}/{upstream_id}", method="GET")
 
     def _id(self, batch: Mapping[str, Any]) -> str:
         value = batch.get("id")

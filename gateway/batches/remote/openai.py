@@ -17,12 +17,13 @@ from typing import Any
 
 import orjson
 
-from gateway.batches.remote.transport import BatchCalls
+from gateway.batches.remote.transport import fetch_json, jsonl_objects
 from gateway.batches.remote.types import RemoteError, RemoteItem, RemoteResult, RemoteState, RemoteStatus
 from providers.errors import UpstreamBadResponse, UpstreamRejected
 from providers.http import Timeouts, UpstreamHTTP
 from providers.openai_compat import error_from_response, from_openai_usage, to_openai_body
 from providers.reasoning_params import is_reasoning_model
+from providers.streaming import UpstreamCalls
 from providers.types import JSON, ChatRequest, Completion, Target
 
 __all__ = [
@@ -171,18 +172,7 @@ def from_batch_line(line: Mapping[str, Any]) -> RemoteResult:
 
 def from_batch_file(content: bytes) -> list[RemoteResult]:
     """Every line of an output or error file."""
-    results: list[RemoteResult] = []
-    for raw in content.splitlines():
-        if not raw.strip():
-            continue
-        try:
-            line = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamBadResponse("OpenAI sent a batch result line that is not JSON") from exc
-        if not isinstance(line, dict):
-            raise UpstreamBadResponse("OpenAI sent a batch result line that is not an object")
-        results.append(from_batch_line(line))
-    return results
+    return [from_batch_line(line) for line in jsonl_objects(content, provider="OpenAI")]
 
 
 def custom_ids(content: bytes) -> list[str]:
@@ -240,7 +230,7 @@ class OpenAIBatchAPI:
         sent = dict(headers or {})
         if api_key:
             sent["authorization"] = f"Bearer {api_key}"
-        self._calls = BatchCalls(client, sent, Timeouts.for_total(timeout), name, error_from_response)
+        self._calls = UpstreamCalls(client, sent, Timeouts.for_total(timeout), name, error_from_response)
 
     async def submit(self, items: list[RemoteItem], *, metadata: dict[str, str]) -> str:
         if not items:
@@ -249,7 +239,7 @@ class OpenAIBatchAPI:
         form, content_type = to_multipart(
             content, filename="batch.jsonl", purpose="batch", boundary="tollgate-" + os.urandom(16).hex()
         )
-        file = await self._calls.fetch_json(self._root + "/files", content=form, content_type=content_type)
+        file = await fetch_json(self._calls, self._root + "/files", content=form, content_type=content_type)
         file_id = self._field(file, "id")
         create: JSON = {
             "input_file_id": file_id,
@@ -258,7 +248,7 @@ class OpenAIBatchAPI:
         }
         if metadata:
             create["metadata"] = metadata
-        batch = await self._calls.fetch_json(self._root + "/batches", content=orjson.dumps(create))
+        batch = await fetch_json(self._calls, self._root + "/batches", content=orjson.dumps(create))
         return self._field(batch, "id")
 
     async def poll(self, upstream_id: str) -> RemoteStatus:
@@ -285,15 +275,13 @@ class OpenAIBatchAPI:
         return with_missing(submitted, found, state=status.state, message=status.message)
 
     async def cancel(self, upstream_id: str) -> None:
-        await self._calls.fetch_json(f"{self._root}/batches/{upstream_id}/cancel")
+        await fetch_json(self._calls, f"{self._root}/batches/{upstream_id}/cancel")
 
     async def _batch(self, upstream_id: str) -> JSON:
-        return await self._calls.fetch_json(f"{self._root}/batches/{upstream_id}", method="GET")
+        return await fetch_json(self._calls, f"{self._root}/batches/{upstream_id}", method="GET")
 
     async def _content(self, file_id: str) -> bytes:
-        return await self._calls.fetch(
-            f"{self._root}/files/{file_id}/content", method="GET", content_type=None
-        )
+        return await self._calls.fetch(f"{self._root}/files/{file_id}/content", method="GET")
 
     def _field(self, obj: Mapping[str, Any], key: str) -> str:
         value = obj.get(key)
