@@ -102,7 +102,7 @@ class PolicyGate:
         if admitted.reservation is not None:
             await self._budgets.settle(admitted.reservation, cost_nano, corrections)
         elif corrections:
-            await self._limits.correct(admission, actual_tokens=tokens)  # type: ignore[arg-type]
+            await self._limits.correct(corrections)
 
     async def abandon(self, admitted: Admitted) -> None:
         admission = admitted.admission
@@ -110,7 +110,7 @@ class PolicyGate:
         if admitted.reservation is not None:
             await self._budgets.release(admitted.reservation, corrections)
         elif corrections:
-            await self._limits.correct(admission, actual_tokens=0)  # type: ignore[arg-type]
+            await self._limits.correct(corrections)
 
     def worst_case_cost(
         self,

@@ -49,10 +49,6 @@ class RateLimits:
     def __init__(self, store: StateStore) -> None:
         self._store = store
 
-    async def admit(self, limits: list[Limit], *, estimated_tokens: int) -> Admission:
-        takes = self.takes(limits, estimated_tokens=estimated_tokens)
-        return self.admitted(limits, takes, await self._store.admit(takes, []), estimated_tokens)
-
     def takes(self, limits: list[Limit], *, estimated_tokens: int) -> list[Take]:
         """What each bucket is asked for: a request, or its estimated tokens."""
         tokens = max(1, estimated_tokens)
@@ -90,11 +86,10 @@ class RateLimits:
             )
         return admission
 
-    async def correct(self, admission: Admission, *, actual_tokens: int) -> None:
-        """Charge (or give back) the difference between the estimate and what was really used."""
-        corrections = self.corrections(admission, actual_tokens=actual_tokens)
-        if corrections:
-            await self._store.settle([], corrections)
+    async def correct(self, corrections: list[Take]) -> None:
+        """Charge (or give back) what `corrections` says the estimate missed, with no budget to
+        settle beside it (a key with limits and no budget)."""
+        await self._store.settle([], corrections)
 
     def corrections(self, admission: Admission, *, actual_tokens: int) -> list[Take]:
         """The forced takes that charge the token buckets what the estimate missed (or refund it)."""
